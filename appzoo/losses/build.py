@@ -1,0 +1,55 @@
+"""``build_loss``: a loss Layer from its param-file section."""
+import inspect
+
+from appzoo.config import check_kwargs
+from appzoo.errors import ConfigError
+from appzoo.losses.base import FAMILIES, LossParamError
+from appzoo.registry import LOSSES
+
+_INJECTED = ("class_counts", "key_path")
+
+
+def losses_for(family):
+    """Sorted names of the registered losses whose call shape is ``family``."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    return [name for name in LOSSES.names() if LOSSES.get(name, "loss").FAMILY == family]
+
+
+def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
+    """Build the loss named by ``cfg["name"]`` with the other keys as arguments.
+
+    Args:
+        cfg: the param-file section, e.g. ``{"name": "focal", "gamma": 2.0}``.
+        key_path: where ``cfg`` sits in the param file, for messages.
+        class_counts: training label counts per class, used where the config
+            says ``"balanced"``.
+        family: the call shape the model needs (``"classification"``,
+            ``"pair"`` or ``"embedding"``); a loss of another family is refused.
+
+    Raises ConfigError naming the full key path for: a missing or unknown
+    name, a loss that does not fit ``family``, unknown keys, wrong types and
+    values out of range.
+    """
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{key_path}: expected an object with a 'name' key, got {cfg!r}")
+    if "name" not in cfg:
+        raise ConfigError(f"{key_path}.name: required key is missing "
+                          f"(available: {', '.join(LOSSES.names())})")
+    name = cfg["name"]
+    cls = LOSSES.get(name, f"{key_path}.name")
+    if family is not None:
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        if cls.FAMILY != family:
+            raise ConfigError(f"{key_path}.name: {name!r} does not fit a {family} model "
+                              f"(losses that fit: {', '.join(losses_for(family))})")
+    kwargs = {k: v for k, v in cfg.items() if k != "name"}
+    check_kwargs(cls, kwargs, key_path, injected=_INJECTED, label=name)
+    accepted = inspect.signature(cls.__init__).parameters
+    injected = {"class_counts": class_counts, "key_path": key_path}
+    kwargs.update({k: v for k, v in injected.items() if k in accepted})
+    try:
+        return cls(**kwargs)
+    except LossParamError as err:
+        raise ConfigError(f"{key_path}.{err.param}: {err.reason}") from None

@@ -1,0 +1,85 @@
+"""Self-adjusting dice loss (Li et al. 2020) and plain soft dice."""
+from typing import Literal
+
+import paddle
+import paddle.nn.functional as F
+
+from appzoo.losses.base import (
+    ClassificationLoss, check_choice, check_range, check_reduction, classification_targets,
+    one_hot, reduce_loss, safe_pow,
+)
+from appzoo.losses.cross_entropy import _bce_targets
+from appzoo.registry import LOSSES
+
+
+def _check_dice(alpha, smooth, mode, reduction):
+    check_range("alpha", alpha, 0.0)
+    check_range("smooth", smooth, 0.0, low_open=True)
+    check_choice("mode", mode, ("softmax", "sigmoid"))
+    check_reduction(reduction)
+
+
+def _dice_elementwise(logits, labels, alpha, smooth, square_denominator, mode, ignore_index):
+    if mode == "sigmoid":
+        targets, valid = _bce_targets(logits, labels, ignore_index)
+        probs = F.sigmoid(logits)
+    else:
+        kind, targets, valid = classification_targets(logits, labels, ignore_index)
+        if kind == "index":
+            targets = one_hot(targets, logits)
+        else:
+            valid = valid.all(axis=-1)
+        probs = F.softmax(logits, axis=-1)
+    p = safe_pow(1.0 - probs, alpha) * probs if alpha > 0 else probs
+    if square_denominator:
+        denominator = p * p + targets * targets + smooth
+    else:
+        denominator = p + targets + smooth
+    loss = 1.0 - (2.0 * p * targets + smooth) / denominator
+    if mode == "softmax":
+        loss = loss.mean(axis=-1)  # one dice term per class, averaged: one loss per position
+    return loss, valid
+
+
+def dice_loss(logits, labels, *, alpha=1.0, smooth=1.0, square_denominator=True, mode="softmax",
+              ignore_index=-100, reduction="mean"):
+    """Self-adjusting dice loss, Li et al. 2020, "Dice Loss for Data-imbalanced NLP Tasks".
+
+    Per element: ``1 - (2 p~ y + s) / (p~^2 + y^2 + s)`` with
+    ``p~ = (1 - p)^alpha p`` (``square_denominator=False``: ``p~ + y + s``).
+    ``alpha = 0`` is the plain soft dice ``1 - (2 p y + s) / (p^2 + y^2 + s)``.
+    ``alpha > 0`` down-weights examples the model is already sure about.
+
+    Multi-class (``mode="softmax"``, default): ``p = softmax(logits)`` and
+    ``y`` is the one-hot gold class (or a float ``[..., C]`` target row); the
+    C per-class terms of a position are averaged into one loss per position,
+    and ``"mean"`` averages over valid positions. ``mode="sigmoid"``:
+    ``p = sigmoid(logits)`` element-wise, labels as for ``bce``, ``"mean"``
+    over valid elements.
+
+    Args: ``alpha`` >= 0 (default 1), ``smooth`` ``s`` > 0 (default 1),
+    ``square_denominator`` (default True), ``ignore_index`` (default -100),
+    ``reduction`` ``"mean" | "sum" | "none"``.
+    """
+    _check_dice(alpha, smooth, mode, reduction)
+    loss, valid = _dice_elementwise(logits, labels, alpha, smooth, square_denominator, mode, ignore_index)
+    return reduce_loss(loss, reduction, valid)
+
+
+@LOSSES.register("dice")
+class DiceLoss(ClassificationLoss):
+    """See dice_loss."""
+
+    TARGET = "both"
+
+    def __init__(self, alpha: float = 1.0, smooth: float = 1.0, square_denominator: bool = True,
+                 mode: Literal["softmax", "sigmoid"] = "softmax", ignore_index: int = -100,
+                 reduction: Literal["mean", "sum", "none"] = "mean"):
+        super().__init__()
+        _check_dice(alpha, smooth, mode, reduction)
+        self.alpha, self.smooth, self.square_denominator = alpha, smooth, square_denominator
+        self.mode, self.ignore_index, self.reduction = mode, ignore_index, reduction
+
+    def elementwise(self, logits, labels):
+        return _dice_elementwise(logits, labels, self.alpha, self.smooth, self.square_denominator,
+                                 self.mode, self.ignore_index)

@@ -1,0 +1,135 @@
+"""Focal loss (Lin et al. 2017), softmax and sigmoid forms."""
+from typing import List, Literal, Optional, Sequence, Union
+
+import paddle
+import paddle.nn.functional as F
+
+from appzoo.losses.base import (
+    ClassificationLoss, LossParamError, as_class_tensor, check_choice, check_range,
+    check_reduction, classification_targets, gather_last, per_class_weights, reduce_loss, safe_pow,
+)
+from appzoo.losses.cross_entropy import _bce_elementwise, _bce_targets
+from appzoo.registry import LOSSES
+
+SIGMOID_DEFAULT_ALPHA = 0.25  # torchvision / RetinaNet
+
+
+def _check_focal(gamma, mode, normalizer, reduction):
+    check_range("gamma", gamma, 0.0)
+    check_choice("mode", mode, ("softmax", "sigmoid"))
+    check_choice("normalizer", normalizer, ("mean", "sum", "num_positive"))
+    check_reduction(reduction)
+    if normalizer != "mean" and reduction != "mean":
+        raise LossParamError("normalizer", f"only applies with reduction 'mean', got {normalizer!r} "
+                             f"with reduction {reduction!r}")
+    if normalizer != "mean" and mode != "sigmoid":
+        raise LossParamError("normalizer", f"only applies in mode 'sigmoid', got {normalizer!r}")
+
+
+def _focal_elementwise(logits, labels, gamma, alpha, mode, ignore_index):
+    """``(loss, valid, positive)`` before reduction; ``positive`` marks y == 1 (sigmoid)."""
+    if mode == "sigmoid":
+        targets, valid = _bce_targets(logits, labels, ignore_index)
+        ce = _bce_elementwise(logits, targets)
+        # 1 - p_t = y (1 - p) + (1 - y) p, each factor from a sigmoid, so no cancellation.
+        one_minus_pt = targets * F.sigmoid(-logits) + (1.0 - targets) * F.sigmoid(logits)
+        loss = ce * safe_pow(one_minus_pt, gamma)
+        a = SIGMOID_DEFAULT_ALPHA if alpha is None else alpha
+        if isinstance(a, (list, tuple)):
+            a = as_class_tensor(a, logits, "alpha")
+        elif isinstance(a, paddle.Tensor):
+            a = a.astype(logits.dtype)
+        if not isinstance(a, (int, float)) or a >= 0:
+            loss = (a * targets + (1.0 - a) * (1.0 - targets)) * loss
+        return loss, valid, targets > 0.5
+    kind, targets, valid = classification_targets(logits, labels, ignore_index)
+    logp = F.log_softmax(logits, axis=-1)
+    w = None
+    if alpha is not None:
+        w = alpha if isinstance(alpha, (int, float)) else as_class_tensor(alpha, logits, "alpha")
+    if kind == "index":
+        logp_gold = gather_last(logp, targets)
+        # 1 - p = -expm1(log p): accurate when p is close to 1.
+        loss = -safe_pow(-paddle.expm1(logp_gold), gamma) * logp_gold
+        if w is not None:
+            loss = loss * (w if isinstance(w, (int, float)) else
+                           paddle.gather(w, targets.flatten()).reshape(targets.shape))
+        return loss, valid, None
+    per_class = -safe_pow(-paddle.expm1(logp), gamma) * logp * targets
+    if w is not None:
+        per_class = per_class * w
+    return per_class.sum(axis=-1), valid.all(axis=-1), None
+
+
+def _focal_reduce(loss, valid, positive, normalizer, reduction):
+    if normalizer == "mean":
+        return reduce_loss(loss, reduction, valid)
+    total = reduce_loss(loss, "sum", valid)
+    if normalizer == "sum":
+        return total
+    num_pos = paddle.logical_and(positive, paddle.broadcast_to(valid, positive.shape))
+    return total / paddle.clip(num_pos.astype(loss.dtype).sum(), min=1.0)
+
+
+def focal_loss(logits, labels, *, gamma=2.0, alpha=None, mode="softmax", normalizer="mean",
+               ignore_index=-100, reduction="mean"):
+    """Focal loss, Lin et al. 2017, "Focal Loss for Dense Object Detection".
+
+    ``mode="softmax"`` (default): ``loss = -alpha_c (1 - p_c)^gamma log p_c``
+    for the gold class c, ``p = softmax(logits)``; with float ``[..., C]``
+    targets, ``-sum_c y_c alpha_c (1 - p_c)^gamma log p_c``. ``alpha`` is a
+    number, a ``[C]`` list, or None (no weighting).
+
+    ``mode="sigmoid"``: torchvision's ``sigmoid_focal_loss``, element-wise over
+    ``[..., C]``: ``loss = alpha_t (1 - p_t)^gamma BCE(x, y)`` with
+    ``p_t = p y + (1 - p)(1 - y)``, ``alpha_t = alpha y + (1 - alpha)(1 - y)``;
+    ``alpha`` defaults to 0.25 and a negative ``alpha`` disables it. Labels as
+    for ``bce`` (int indices are one-hot encoded).
+
+    ``gamma`` >= 0 (default 2); ``gamma = 0`` is (alpha-weighted) CE / BCE.
+    ``normalizer`` (sigmoid mode, reduction ``"mean"``): ``"mean"`` over valid
+    elements, ``"sum"``, or ``"num_positive"``: the sum divided by the number of
+    positive targets (at least 1), as RetinaNet does.
+    ``reduction``: ``"mean"`` (over valid elements), ``"sum"``, ``"none"``.
+    """
+    _check_focal(gamma, mode, normalizer, reduction)
+    loss, valid, positive = _focal_elementwise(logits, labels, gamma, alpha, mode, ignore_index)
+    return _focal_reduce(loss, valid, positive, normalizer, reduction)
+
+
+@LOSSES.register("focal")
+class FocalLoss(ClassificationLoss):
+    """See focal_loss. ``alpha="balanced"`` (softmax mode) uses ``class_counts``."""
+
+    TARGET = "both"
+
+    def __init__(self, gamma: float = 2.0,
+                 alpha: Union[float, List[float], Literal["balanced"], None] = None,
+                 mode: Literal["softmax", "sigmoid"] = "softmax",
+                 normalizer: Literal["mean", "sum", "num_positive"] = "mean",
+                 ignore_index: int = -100, reduction: Literal["mean", "sum", "none"] = "mean",
+                 class_counts: Optional[Sequence[int]] = None):
+        super().__init__()
+        _check_focal(gamma, mode, normalizer, reduction)
+        if mode == "sigmoid":
+            if alpha == "balanced":
+                raise LossParamError("alpha", "'balanced' only applies with mode 'softmax'; in mode "
+                                     "'sigmoid' alpha is the positive-class weight in [0, 1] (or < 0 to disable)")
+            if isinstance(alpha, (list, tuple)):
+                alpha = per_class_weights("alpha", alpha, class_counts, 0.0, 1.0)
+            elif alpha is not None:
+                check_range("alpha", alpha, high=1.0)
+        else:
+            alpha = per_class_weights("alpha", alpha, class_counts)
+        self.gamma, self.alpha, self.mode = gamma, alpha, mode
+        self.normalizer, self.ignore_index, self.reduction = normalizer, ignore_index, reduction
+
+    def elementwise(self, logits, labels):
+        loss, valid, _ = _focal_elementwise(logits, labels, self.gamma, self.alpha, self.mode,
+                                            self.ignore_index)
+        return loss, valid
+
+    def forward(self, logits, labels):
+        loss, valid, positive = _focal_elementwise(logits, labels, self.gamma, self.alpha, self.mode,
+                                                   self.ignore_index)
+        return _focal_reduce(loss, valid, positive, self.normalizer, self.reduction)

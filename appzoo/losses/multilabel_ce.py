@@ -1,0 +1,56 @@
+"""Multi-label softmax cross-entropy (Su Jianlin 2020)."""
+from typing import Literal
+
+import paddle
+
+from appzoo.losses.base import ClassificationLoss, check_reduction, reduce_loss
+from appzoo.losses.cross_entropy import _bce_targets
+from appzoo.registry import LOSSES
+
+
+def _logsumexp_with_zero(scores, keep):
+    """``log(1 + sum_{keep} exp(scores))`` along the last axis; ``keep`` may be all False."""
+    masked = paddle.where(keep, scores, paddle.full_like(scores, float("-inf")))
+    zero = paddle.zeros(scores.shape[:-1] + [1], dtype=scores.dtype)
+    return paddle.logsumexp(paddle.concat([masked, zero], axis=-1), axis=-1)
+
+
+def _mlce_elementwise(logits, labels, ignore_index):
+    targets, valid = _bce_targets(logits, labels, ignore_index)
+    positive = paddle.logical_and(valid, targets > 0.5)
+    negative = paddle.logical_and(valid, targets <= 0.5)
+    loss = _logsumexp_with_zero(logits, negative) + _logsumexp_with_zero(-logits, positive)
+    return loss, valid.any(axis=-1)
+
+
+def multilabel_ce_loss(logits, labels, *, ignore_index=-100, reduction="mean"):
+    """Multi-label softmax cross-entropy, Su Jianlin 2020
+    ("将'softmax+交叉熵'推广到多标签分类问题", https://kexue.fm/archives/7359).
+
+    Per row: ``log(1 + sum_{j in neg} e^{s_j}) + log(1 + sum_{i in pos} e^{-s_i})``,
+    each term a ``logsumexp`` with a 0 appended (masked classes are ``-inf``,
+    no large constants). It pushes positive scores above 0 and negative scores
+    below 0, so predict label j where ``s_j > 0``; unlike BCE its scale does not
+    grow with the number of classes.
+
+    Args: ``logits [..., C]``; labels float multi-hot ``[..., C]`` (entries
+    equal to ``ignore_index`` count as neither positive nor negative) or int
+    class indices ``[...]`` (one positive per row). ``reduction``:
+    ``"mean"`` over rows with a valid entry, ``"sum"``, ``"none"`` (``[...]``).
+    """
+    check_reduction(reduction)
+    return reduce_loss(*_mlce_elementwise(logits, labels, ignore_index), reduction)
+
+
+@LOSSES.register("multilabel_ce")
+class MultiLabelCELoss(ClassificationLoss):
+    """See multilabel_ce_loss."""
+
+    TARGET = "both"
+
+    def __init__(self, ignore_index: int = -100, reduction: Literal["mean", "sum", "none"] = "mean"):
+        super().__init__()
+        self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
+
+    def elementwise(self, logits, labels):
+        return _mlce_elementwise(logits, labels, self.ignore_index)

@@ -1,0 +1,74 @@
+"""Online hard example mining over any element-wise classification loss."""
+import math
+from typing import Literal, Optional, Sequence
+
+import paddle
+
+from appzoo.losses.base import ClassificationLoss, LossParamError, check_range, check_reduction, reduce_loss
+from appzoo.registry import LOSSES
+
+
+def ohem_select(loss, valid, ratio, min_kept=0):
+    """Mask of the hardest ``max(ceil(ratio * n_valid), min_kept)`` valid elements.
+
+    Done on device without a host sync: sort the valid losses, read the k-th
+    largest as a threshold and keep everything at or above it (ties at the
+    threshold are all kept).
+    """
+    valid = paddle.broadcast_to(valid, loss.shape)
+    flat = paddle.where(valid, loss, paddle.full_like(loss, float("-inf"))).detach().flatten()
+    if flat.shape[0] == 0:
+        return valid
+    n_valid = valid.astype("int64").sum()
+    k = paddle.maximum(paddle.ceil(n_valid.astype("float64") * ratio).astype("int64"),
+                       paddle.full_like(n_valid, min_kept))
+    k = paddle.clip(paddle.minimum(k, n_valid), min=1)
+    ordered = paddle.sort(flat, descending=True)
+    threshold = paddle.gather(ordered, (k - 1).reshape([1]))
+    return paddle.logical_and(valid, loss.detach() >= threshold.reshape([]))
+
+
+def ohem_loss(loss, valid, *, ratio=0.25, min_kept=0, reduction="mean"):
+    """OHEM, Shrivastava et al. 2016, "Training Region-based Object Detectors
+    with Online Hard Example Mining".
+
+    Takes element-wise losses (``reduction="none"`` of any classification
+    loss) and their validity mask, keeps the hardest
+    ``max(ceil(ratio * n_valid), min_kept)`` valid elements (capped at
+    ``n_valid``) and reduces over those: ``"mean"`` over kept elements.
+    ``ratio`` in (0, 1] (default 0.25), ``min_kept`` >= 0 (default 0).
+    """
+    check_range("ratio", ratio, 0.0, 1.0, low_open=True)
+    check_range("min_kept", min_kept, 0)
+    return reduce_loss(loss, reduction, ohem_select(loss, valid, ratio, min_kept))
+
+
+@LOSSES.register("ohem")
+class OHEMLoss(ClassificationLoss):
+    """See ohem_loss. ``base`` is the config of the loss to mine, e.g.
+    ``{"name": "ce", "label_smoothing": 0.1}``; it is built with
+    :func:`build_loss` under ``<key path>.base`` and must not set ``reduction``."""
+
+    TARGET = "both"
+
+    def __init__(self, base: dict, ratio: float = 0.25, min_kept: int = 0,
+                 reduction: Literal["mean", "sum", "none"] = "mean",
+                 class_counts: Optional[Sequence[int]] = None, key_path: str = "loss"):
+        super().__init__()
+        from appzoo.losses.build import build_loss  # build imports this module
+
+        check_range("ratio", ratio, 0.0, 1.0, low_open=True)
+        check_range("min_kept", min_kept, 0)
+        if isinstance(base, dict) and "reduction" in base:
+            raise LossParamError("base.reduction", f"must not be set (got {base['reduction']!r}): ohem "
+                                 "reduces the kept elements itself; set reduction on the ohem loss")
+        if isinstance(base, dict) and base.get("name") == "ohem":
+            raise LossParamError("base.name", "must not be 'ohem' (nested ohem)")
+        self.base = build_loss(base, f"{key_path}.base", class_counts=class_counts, family="classification")
+        self.base.reduction = "none"
+        self.TARGET = self.base.TARGET
+        self.ratio, self.min_kept, self.reduction = ratio, min_kept, check_reduction(reduction)
+
+    def elementwise(self, logits, labels):
+        loss, valid = self.base.elementwise(logits, labels)
+        return loss, ohem_select(loss, valid, self.ratio, self.min_kept)

@@ -1,0 +1,89 @@
+"""VSE++ hinge losses over the in-batch similarity matrix (Faghri et al. 2018)."""
+from typing import Literal
+
+import paddle
+import paddle.nn.functional as F
+
+from appzoo.losses.base import (
+    EmbeddingLoss, check_range, check_reduction, embedding_inputs, reduce_loss, similarity, zero_loss,
+)
+from appzoo.registry import LOSSES
+
+
+def _vse_costs(query, positive, negative, margin, normalize):
+    """Hinge costs ``[margin + s(wrong) - s(i, i)]_+`` in both directions, diagonal zeroed."""
+    embedding_inputs(query, positive, negative)
+    candidates = positive if negative is None else paddle.concat([positive, negative], axis=0)
+    sim = similarity(query, candidates, normalize)  # [N, N + M]
+    n = query.shape[0]
+    diag = paddle.diagonal(sim[:, :n]).unsqueeze(-1)  # s(i, i)
+    off = paddle.eye(n, sim.shape[1], dtype="int32") == 0
+    cost_query = paddle.where(off, F.relu(margin + sim - diag), paddle.zeros_like(sim))
+    square = sim[:, :n]
+    cost_positive = paddle.where(off[:, :n], F.relu(margin + square - diag.transpose([1, 0])),
+                                 paddle.zeros_like(square))  # column i: positive i vs wrong queries
+    return cost_query, cost_positive
+
+
+def sum_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True, reduction="mean"):
+    """VSE0 sum-of-hinges loss, Faghri et al. 2018, "VSE++: Improving
+    Visual-Semantic Embeddings with Hard Negatives", eq. 1.
+
+    With ``S = sim(query, [positive; negative])``, per query i:
+    ``sum_{j != i} [m + S_ij - S_ii]_+ + sum_{j != i} [m + S_ji - S_ii]_+``
+    (the second sum is over queries, for positive i; hard negatives add
+    columns to the first sum only).
+
+    Args: ``query``, ``positive`` ``[N, D]``, ``negative`` ``[M, D]`` or None;
+    ``margin`` >= 0 (default 0.2, the paper's); ``normalize``: cosine
+    similarity (default True) or raw dot product; ``reduction``: ``"mean"``
+    over queries, ``"sum"``, ``"none"`` (``[N]``). A batch of fewer than 2
+    with no hard negatives has no pairs and gives 0.
+    """
+    check_range("margin", margin, 0.0)
+    check_reduction(reduction)
+    if query.shape[0] == 0:
+        return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
+    cost_query, cost_positive = _vse_costs(query, positive, negative, margin, normalize)
+    return reduce_loss(cost_query.sum(axis=1) + cost_positive.sum(axis=0), reduction)
+
+
+def max_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True, reduction="mean"):
+    """VSE++ max-of-hinges loss, Faghri et al. 2018, eq. 2: as
+    :func:`sum_hinge_loss` but each sum is replaced by its largest term (the
+    hardest negative per query and per positive). Same arguments."""
+    check_range("margin", margin, 0.0)
+    check_reduction(reduction)
+    if query.shape[0] == 0:
+        return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
+    cost_query, cost_positive = _vse_costs(query, positive, negative, margin, normalize)
+    return reduce_loss(cost_query.max(axis=1) + cost_positive.max(axis=0), reduction)
+
+
+class _VSELoss(EmbeddingLoss):
+    _fn = None
+
+    def __init__(self, margin: float = 0.2, normalize: bool = True,
+                 reduction: Literal["mean", "sum", "none"] = "mean"):
+        super().__init__()
+        self.margin = check_range("margin", margin, 0.0)
+        self.normalize = normalize
+        self.reduction = check_reduction(reduction)
+
+    def forward(self, query, positive, negative=None):
+        return type(self)._fn(query, positive, negative, margin=self.margin, normalize=self.normalize,
+                              reduction=self.reduction)
+
+
+@LOSSES.register("sum_hinge")
+class SumHingeLoss(_VSELoss):
+    """See sum_hinge_loss."""
+
+    _fn = staticmethod(sum_hinge_loss)
+
+
+@LOSSES.register("max_hinge")
+class MaxHingeLoss(_VSELoss):
+    """See max_hinge_loss."""
+
+    _fn = staticmethod(max_hinge_loss)
