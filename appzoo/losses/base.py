@@ -40,19 +40,22 @@ class LossParamError(ValueError):
 
 def check_range(param, value, low=None, high=None, low_open=False, high_open=False):
     """Raise LossParamError unless ``low <= value <= high`` (open ends when asked)."""
+    def fmt(bound):
+        return f"{bound:g}"
+
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise LossParamError(param, f"must be a number, got {value!r}")
     if low is not None and high is not None:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
         if not ok:
-            interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+            interval = f"{'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
             raise LossParamError(param, f"must be in {interval}, got {value!r}")
     elif low is not None:
         if value <= low if low_open else value < low:
-            raise LossParamError(param, f"must be {'>' if low_open else '>='} {low}, got {value!r}")
+            raise LossParamError(param, f"must be {'>' if low_open else '>='} {fmt(low)}, got {value!r}")
     elif high is not None:
         if value >= high if high_open else value > high:
-            raise LossParamError(param, f"must be {'<' if high_open else '<='} {high}, got {value!r}")
+            raise LossParamError(param, f"must be {'<' if high_open else '<='} {fmt(high)}, got {value!r}")
     return value
 
 

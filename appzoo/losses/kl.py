@@ -40,7 +40,8 @@ def kl_div_loss(logits, targets, *, from_logits=True, temperature=1.0, ignore_in
     """
     check_range("temperature", temperature, 0.0, low_open=True)
     check_reduction(reduction)
-    return reduce_loss(*_kl_elementwise(logits, targets, from_logits, temperature, ignore_index), reduction)
+    loss, valid = _kl_elementwise(logits, targets, from_logits, temperature, ignore_index)
+    return reduce_loss(loss, reduction, valid)
 
 
 @LOSSES.register("kl")

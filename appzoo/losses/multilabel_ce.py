@@ -39,7 +39,8 @@ def multilabel_ce_loss(logits, labels, *, ignore_index=-100, reduction="mean"):
     ``"mean"`` over rows with a valid entry, ``"sum"``, ``"none"`` (``[...]``).
     """
     check_reduction(reduction)
-    return reduce_loss(*_mlce_elementwise(logits, labels, ignore_index), reduction)
+    loss, valid = _mlce_elementwise(logits, labels, ignore_index)
+    return reduce_loss(loss, reduction, valid)
 
 
 @LOSSES.register("multilabel_ce")
