@@ -1,0 +1,1 @@
+"""Data utilities shared by every task: tabular files, batching, vocabularies."""

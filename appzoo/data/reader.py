@@ -1,0 +1,80 @@
+"""The contract between a task's reader and the shared trainer.
+
+A reader is registered in ``READERS`` and built from the task-specific keys
+of the ``dataset_reader`` section. It owns everything that depends on the
+task's data: reading files into examples, the label set, tokenisation,
+batching, turning model outputs back into per-example predictions, metrics
+and the rows of ``predictions.jsonl``. The trainer only moves batches.
+"""
+import numpy as np
+
+
+class DatasetReader:
+    """Base class; subclasses implement the methods that raise."""
+
+    #: name of the scalar metric the best checkpoint is chosen on by default
+    default_metric = "macro_f1"
+
+    # ---- data side -------------------------------------------------------
+    def read(self, path, split):
+        """Return a list of examples (dicts); ``split`` is train/dev/test/predict.
+
+        Predict files may come without labels."""
+        raise NotImplementedError
+
+    def build_labels(self, train_examples):
+        """The sorted label set seen in training."""
+        raise NotImplementedError
+
+    def check_labels(self, examples, labels, path):
+        """Raise DataError (file:line) for a label not in ``labels``."""
+
+    def model_args(self, labels, train_examples):
+        """Arguments the model gets from the data (``num_labels``, ``class_counts``
+        for 'balanced' weights, ...); ``train_examples`` is None when not training."""
+        raise NotImplementedError
+
+    def texts(self, examples):
+        """Iterate over the raw texts, for building a from-scratch vocabulary."""
+        raise NotImplementedError
+
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        """Tokenise examples into features (dicts of lists / ints)."""
+        raise NotImplementedError
+
+    def collate(self, features, pad_id):
+        """Pad a list of features into a dict of numpy arrays named like the
+        model's ``forward`` arguments."""
+        raise NotImplementedError
+
+    # ---- output side -----------------------------------------------------
+    def decode(self, examples, features, outputs, labels):
+        """Per-example predictions from the concatenated ``outputs`` of the
+        model's ``predict`` (one row per feature)."""
+        raise NotImplementedError
+
+    def evaluate(self, examples, predictions, labels):
+        """Metrics dict: scalars at the top level, tables nested."""
+        raise NotImplementedError
+
+    def prediction_rows(self, examples, predictions, labels):
+        """JSON-serialisable rows for predictions.jsonl."""
+        raise NotImplementedError
+
+    def fit(self, examples, predictions, labels):
+        """Called with the dev predictions of the best checkpoint; readers that
+        tune something on dev (a decision threshold) do it here and return the
+        state to save with the model."""
+        return {}
+
+    def load_state(self, state):
+        """Restore what :meth:`fit` returned."""
+
+
+def pad(sequences, value, dtype="int64"):
+    """Right-pad a list of lists to a ``[len, max_len]`` array."""
+    width = max((len(s) for s in sequences), default=0)
+    out = np.full((len(sequences), width), value, dtype=dtype)
+    for i, seq in enumerate(sequences):
+        out[i, : len(seq)] = seq
+    return out

@@ -1,0 +1,88 @@
+"""``report.md`` and plots in the output folder, from the metrics and the log."""
+import os
+
+
+def write(output_dir, metrics, history, labels, plots=True):
+    """Write report.md (and plots/*.png when ``plots``)."""
+    images = _plots(output_dir, metrics, history, labels) if plots else []
+    lines = [f"# Run report: {os.path.basename(os.path.abspath(output_dir))}", ""]
+    best = metrics.get("best")
+    if best:
+        lines += [f"Best checkpoint: step {best['step']}"
+                  + (f", dev {best['metric']} = {best['value']:.4f}" if best.get("value") is not None else ""), ""]
+    for split in ("dev", "test"):
+        if split not in metrics:
+            continue
+        lines += [f"## {split}", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in metrics[split].items() if _scalar(v)]
+        table = metrics[split].get("per_class") or metrics[split].get("per_type")
+        if table:
+            lines += ["", "| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
+            lines += [f"| {name} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | {row['support']} |"
+                      for name, row in table.items()]
+        lines.append("")
+    if images:
+        lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
+    lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
+    with open(os.path.join(output_dir, "report.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _scalar(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _plots(output_dir, metrics, history, labels):
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers
+    import matplotlib.pyplot as plt
+
+    folder = os.path.join(output_dir, "plots")
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    train = [r for r in history if "loss" in r]
+    dev = [r for r in history if any(k.startswith("dev_") for k in r)]
+    if train:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+        if dev and "dev_loss" in dev[0]:
+            ax.plot([r["step"] for r in dev], [r["dev_loss"] for r in dev], "o-", label="dev loss")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        ax.legend()
+        if dev:
+            metric = (metrics.get("best") or {}).get("metric")
+            key = f"dev_{metric}"
+            if metric and key in dev[0] and not metric.endswith("loss"):
+                right = ax.twinx()
+                right.plot([r["step"] for r in dev], [r[key] for r in dev], "s--", color="tab:green",
+                           label=f"dev {metric}")
+                right.set_ylabel(f"dev {metric}")
+                right.legend(loc="center right")
+        ax.set_title("Training curve")
+        fig.tight_layout()
+        fig.savefig(os.path.join(folder, "training_curve.png"), dpi=100)
+        plt.close(fig)
+        written.append("training_curve.png")
+    for split in ("dev", "test"):
+        matrix = (metrics.get(split) or {}).get("confusion_matrix")
+        if matrix and len(matrix) <= 40:
+            names = metrics[split].get("confusion_labels", labels)
+            size = max(4, 0.5 * len(names) + 2)
+            fig, ax = plt.subplots(figsize=(size, size))
+            ax.imshow(matrix, cmap="Blues")
+            ax.set_xticks(range(len(names)), names, rotation=90)
+            ax.set_yticks(range(len(names)), names)
+            for i, row in enumerate(matrix):
+                for j, value in enumerate(row):
+                    ax.text(j, i, str(value), ha="center", va="center", fontsize=8)
+            ax.set_xlabel("predicted")
+            ax.set_ylabel("gold")
+            ax.set_title(f"Confusion matrix ({split})")
+            fig.tight_layout()
+            name = f"confusion_{split}.png"
+            fig.savefig(os.path.join(folder, name), dpi=100)
+            plt.close(fig)
+            written.append(name)
+    return written

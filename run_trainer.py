@@ -1,0 +1,74 @@
+"""Train, evaluate, predict and export from a param file.
+
+    python run_trainer.py --param_path examples/cls_ernie_fc_with_focal.json
+    python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --set trainer.epochs=1
+    python run_trainer.py --list
+"""
+import argparse
+import sys
+
+import appzoo  # noqa: F401  (CPU defaults: must come before paddle is imported)
+from appzoo.errors import UserError
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--param_path", help="param file (.json, .yaml or .yml)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override a key (repeatable); VALUE is parsed as JSON when it parses, else a string")
+    parser.add_argument("--do", help="comma-separated modes: train,eval,predict,export "
+                                     "(default: train, then eval on dev/test, then predict when a predict file is set)")
+    parser.add_argument("--list", action="store_true", help="print the registered models, readers, losses and metrics")
+    args = parser.parse_args(argv)
+    if not args.list and not args.param_path:
+        parser.error("--param_path is required (or --list)")
+    return args
+
+
+def list_registered():
+    from appzoo.registry import LOSSES, METRICS, MODELS, READERS
+
+    for title, registry in (("models", MODELS), ("readers", READERS), ("losses", LOSSES), ("metrics", METRICS)):
+        print(f"{title}: {', '.join(registry.names())}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import appzoo.losses  # noqa: F401  (registers the losses)
+        import appzoo.metrics  # noqa: F401
+        import tasks  # noqa: F401  (registers the task readers and models)
+
+        if args.list:
+            list_registered()
+            return 0
+        from appzoo.config import apply_overrides, load_param_file
+        from appzoo.runner import run, validate
+        from appzoo.trainer_config import MODES
+
+        config = load_param_file(args.param_path)
+        try:
+            apply_overrides(config, args.set)
+        except UserError as e:
+            raise UserError(f"{args.param_path}: {e}") from None
+        do = None
+        if args.do:
+            do = [m.strip() for m in args.do.split(",") if m.strip()]
+            bad = [m for m in do if m not in MODES]
+            if bad:
+                raise UserError(f"--do {args.do!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")
+        plan = validate(config, args.param_path, do=do)
+        metrics = run(plan)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for split in ("dev", "test"):
+        if split in metrics:
+            scalars = {k: round(v, 4) for k, v in metrics[split].items() if isinstance(v, float)}
+            print(f"{split}: {scalars}")
+    print(f"outputs in {plan.trainer.output_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sequence labeling: ERNIE softmax and CRF taggers."""

@@ -1,0 +1,55 @@
+"""ERNIE classifiers."""
+from typing import Literal, Optional
+
+import paddle
+import paddle.nn.functional as F
+
+from appzoo.errors import ConfigError
+from appzoo.losses import build_loss
+from appzoo.models import encode, pool
+from appzoo.registry import MODELS
+
+
+@MODELS.register("ErnieFcClassification")
+class ErnieFcClassification(paddle.nn.Layer):
+    """Pooled [CLS] -> dropout -> linear. Multi-class (softmax) or multi-label
+    (sigmoid, one logit per class), the loss taken from ``model.loss``."""
+
+    READERS = ("text_classification",)
+    INJECTED = ("encoder", "num_labels", "class_counts", "multi_label")
+    LOSS_FAMILY = "classification"
+
+    def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,
+                 loss: Optional[dict] = None, dropout: float = 0.1,
+                 pooling: Literal["cls", "mean"] = "cls"):
+        super().__init__()
+        if not 0 <= dropout < 1:
+            raise ConfigError(f"model.dropout: must be in [0, 1), got {dropout}")
+        loss = loss or {"name": "bce" if multi_label else "ce"}
+        self.encoder = encoder
+        self.pooling = pooling
+        self.multi_label = multi_label
+        self.dropout = paddle.nn.Dropout(dropout)
+        self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
+        self.loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts,
+                                  family=self.LOSS_FAMILY)
+        target = getattr(self.loss_fn, "TARGET", "both")
+        if target == ("index" if multi_label else "multi_hot"):
+            kind = "multi-label" if multi_label else "single-label"
+            raise ConfigError(f"model.loss.name: {loss['name']!r} does not fit {kind} classification")
+
+    def forward(self, input_ids, token_type_ids=None, labels=None):
+        sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)
+        logits = self.classifier(self.dropout(pool(sequence, pooled, mask, self.pooling)))
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = self.loss_fn(logits, labels)
+        return out
+
+    def decode(self, outputs, batch):
+        logits = outputs["logits"]
+        return {"probs": F.sigmoid(logits) if self.multi_label else F.softmax(logits, axis=-1)}
+
+    def input_spec(self):
+        return [paddle.static.InputSpec([None, None], "int64", "input_ids"),
+                paddle.static.InputSpec([None, None], "int64", "token_type_ids")]

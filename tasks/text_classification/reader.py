@@ -1,0 +1,176 @@
+"""Reader for text classification: TSV / CSV / JSONL, multi-class or multi-label."""
+from typing import Literal, Optional, Union
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from appzoo.data.reader import DatasetReader, pad
+from appzoo.data.tabular import read_rows
+from appzoo.errors import ConfigError, DataError
+from appzoo.registry import METRICS, READERS, did_you_mean
+
+Column = Union[int, str, None]
+
+
+@READERS.register("text_classification")
+class ClassificationReader(DatasetReader):
+    """One text and its label(s) per row.
+
+    Columns are indices (0-based) or header names for TSV/CSV, field names for
+    JSONL; by default column 0 / field ``text`` holds the text and column 1 /
+    field ``label`` the label. With ``multi_label`` the label field holds
+    several labels split by ``label_separator`` (or a JSON list).
+    """
+
+    default_metric = "macro_f1"
+
+    def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_column: Column = None,
+                 label_column: Column = None, delimiter: Optional[str] = None, header: int = 0,
+                 quoting: Optional[bool] = None, label_file: Optional[str] = None,
+                 multi_label: bool = False, label_separator: str = ",", threshold: float = 0.5):
+        if header < 0:
+            raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
+        if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
+            raise ConfigError(f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
+        if not 0 < threshold < 1:
+            raise ConfigError(f"dataset_reader.threshold: must be in (0, 1), got {threshold}")
+        jsonl = format == "jsonl"
+        self.fields = {"text": text_column if text_column is not None else ("text" if jsonl else 0),
+                       "label": label_column if label_column is not None else ("label" if jsonl else 1)}
+        self.options = {"format": format, "delimiter": delimiter, "header": header, "quoting": quoting}
+        self.label_file = label_file
+        self.multi_label = multi_label
+        self.label_separator = label_separator
+        self.threshold = threshold
+
+    # ---- data side -------------------------------------------------------
+    def read(self, path, split):
+        rows = read_rows(path, self.fields, optional=("label",) if split == "predict" else (), **self.options)
+        examples = []
+        for line, row in rows:
+            text = row["text"]
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"{path}:{line}: empty text")
+            examples.append({"text": text, "label": self._parse_label(row["label"], path, line),
+                             "source": f"{path}:{line}"})
+        if not examples and split != "predict":
+            raise DataError(f"{path}: no examples")
+        return examples
+
+    def _parse_label(self, value, path, line):
+        if value is None:
+            return None
+        if self.multi_label:
+            parts = value if isinstance(value, list) else str(value).split(self.label_separator)
+            labels = sorted({str(p).strip() for p in parts if str(p).strip()})
+            return labels
+        value = str(value).strip()
+        if not value:
+            raise DataError(f"{path}:{line}: empty label")
+        return value
+
+    def build_labels(self, train_examples):
+        if self.label_file:
+            try:
+                with open(self.label_file, encoding="utf-8-sig") as f:
+                    labels = [line.strip() for line in f if line.strip()]
+            except FileNotFoundError:
+                raise ConfigError(f"dataset_reader.label_file: no such file {self.label_file!r}") from None
+            if len(set(labels)) != len(labels):
+                raise DataError(f"{self.label_file}: a label is listed twice")
+            self.check_labels(train_examples, labels, "the training file")
+            return labels
+        seen = set()
+        for example in train_examples:
+            seen.update(example["label"] if self.multi_label else [example["label"]])
+        return sorted(seen)
+
+    def check_labels(self, examples, labels, path):
+        known = set(labels)
+        for example in examples:
+            values = example["label"] if self.multi_label else [example["label"]]
+            for value in values or []:
+                if value is not None and value not in known:
+                    raise DataError(
+                        f"{example['source']}: label {value!r} is not in the label set"
+                        f"{did_you_mean(value, labels)} (labels: {', '.join(labels)})"
+                    )
+
+    def label_counts(self, examples, labels):
+        index = {name: i for i, name in enumerate(labels)}
+        counts = [0] * len(labels)
+        for example in examples:
+            for value in (example["label"] if self.multi_label else [example["label"]]):
+                counts[index[value]] += 1
+        return counts
+
+    def model_args(self, labels, train_examples):
+        counts = self.label_counts(train_examples, labels) if train_examples else None
+        return {"num_labels": len(labels), "class_counts": counts, "multi_label": self.multi_label}
+
+    def texts(self, examples):
+        return (example["text"] for example in examples)
+
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        index = {name: i for i, name in enumerate(labels)}
+        features, truncated = [], 0
+        for start in tqdm(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
+            chunk = examples[start:start + 1000]
+            encoded = tokenizer([e["text"] for e in chunk], max_length=max_seq_len, truncation=True,
+                                return_overflowing_tokens=False)
+            for i, example in enumerate(chunk):
+                ids = encoded["input_ids"][i]
+                truncated += len(ids) == max_seq_len
+                feature = {"input_ids": ids, "token_type_ids": encoded["token_type_ids"][i]}
+                if example["label"] is not None:
+                    if self.multi_label:
+                        hot = np.zeros(len(labels), dtype="float32")
+                        hot[[index[v] for v in example["label"]]] = 1.0
+                        feature["labels"] = hot
+                    else:
+                        feature["labels"] = index[example["label"]]
+                features.append(feature)
+        if truncated:
+            tqdm.write(f"note: {truncated} of {len(examples)} {split} texts reach max_seq_len={max_seq_len} "
+                       f"and are cut to it")
+        return features
+
+    def collate(self, features, pad_id):
+        batch = {"input_ids": pad([f["input_ids"] for f in features], pad_id),
+                 "token_type_ids": pad([f["token_type_ids"] for f in features], 0)}
+        if all("labels" in f for f in features):
+            dtype = "float32" if self.multi_label else "int64"
+            batch["labels"] = np.asarray([f["labels"] for f in features], dtype=dtype)
+        return batch
+
+    # ---- output side -----------------------------------------------------
+    def decode(self, examples, features, outputs, labels):
+        probs = np.stack(outputs["probs"])
+        if self.multi_label:
+            chosen = probs >= self.threshold
+            return [{"probs": p, "labels": [labels[j] for j in np.flatnonzero(c)]} for p, c in zip(probs, chosen)]
+        return [{"probs": p, "label": labels[int(np.argmax(p))]} for p in probs]
+
+    def evaluate(self, examples, predictions, labels):
+        index = {name: i for i, name in enumerate(labels)}
+        if self.multi_label:
+            gold = np.zeros((len(examples), len(labels)), dtype=int)
+            pred = np.zeros_like(gold)
+            for i, (e, p) in enumerate(zip(examples, predictions)):
+                gold[i, [index[v] for v in e["label"]]] = 1
+                pred[i, [index[v] for v in p["labels"]]] = 1
+            return METRICS.get("multilabel_classification", "metric")(gold, pred, labels)
+        gold = [index[e["label"]] for e in examples]
+        pred = [index[p["label"]] for p in predictions]
+        return METRICS.get("classification", "metric")(gold, pred, labels)
+
+    def prediction_rows(self, examples, predictions, labels):
+        rows = []
+        for example, p in zip(examples, predictions):
+            row = {"text": example["text"]}
+            row.update({"labels": p["labels"]} if self.multi_label else {"label": p["label"]})
+            row["probs"] = {name: round(float(v), 6) for name, v in zip(labels, p["probs"])}
+            if example["label"] is not None:
+                row["gold"] = example["label"]
+            rows.append(row)
+        return rows

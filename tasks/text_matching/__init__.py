@@ -1,0 +1,1 @@
+"""Text matching: pointwise, pairwise and in-batch ERNIE matchers."""
