@@ -6,15 +6,20 @@ import paddle.nn.functional as F
 
 from appzoo.losses.base import (
     ClassificationLoss, as_class_tensor, check_range, check_reduction, classification_targets,
-    gather_last, log_probs, per_class_weights, reduce_loss,
+    gather_last, gold_log_prob, log_probs, per_class_weights, reduce_loss,
 )
 from appzoo.registry import LOSSES
 
 
 def _ce_elementwise(logits, labels, class_weights, label_smoothing, ignore_index, from_logits):
     kind, targets, valid = classification_targets(logits, labels, ignore_index)
-    logp = log_probs(logits, from_logits)
     w = None if class_weights is None else as_class_tensor(class_weights, logits, "class_weights")
+    if kind == "index" and from_logits and label_smoothing == 0:
+        nll = -gold_log_prob(logits, targets)
+        if w is not None:
+            nll = nll * paddle.gather(w, targets.flatten()).reshape(targets.shape)
+        return nll, valid
+    logp = log_probs(logits, from_logits)
     if kind == "index":
         # -sum_c w_c y'_c log p_c with y' = (1 - eps) one_hot + eps / C, without building y'.
         nll = -gather_last(logp, targets)
@@ -107,12 +112,11 @@ def _bce_targets(logits, labels, ignore_index):
 
 
 def _bce_elementwise(logits, targets, pos_weight=None):
-    # -[pw * y * log sigmoid(x) + (1 - y) * log sigmoid(-x)], in log space.
-    pos_term = -F.log_sigmoid(logits)
-    neg_term = -F.log_sigmoid(-logits)
-    if pos_weight is not None:
-        pos_term = pos_term * pos_weight
-    return targets * pos_term + (1.0 - targets) * neg_term
+    # -[pw y log sigmoid(x) + (1 - y) log sigmoid(-x)] rewritten with one softplus
+    # (-log sigmoid(x) = softplus(-x) = softplus(x) - x), as torch does; ~2x fewer passes.
+    if pos_weight is None:
+        return F.softplus(logits) - targets * logits
+    return (1.0 - targets) * logits + (1.0 + (pos_weight - 1.0) * targets) * F.softplus(-logits)
 
 
 def binary_cross_entropy_loss(logits, labels, *, pos_weight=None, ignore_index=-100, reduction="mean"):

@@ -6,7 +6,7 @@ import paddle.nn.functional as F
 
 from appzoo.losses.base import (
     ClassificationLoss, LossParamError, as_class_tensor, check_choice, check_range,
-    check_reduction, classification_targets, gather_last, per_class_weights, reduce_loss, safe_pow,
+    check_reduction, classification_targets, gold_log_prob, per_class_weights, reduce_loss, safe_pow,
 )
 from appzoo.losses.cross_entropy import _bce_elementwise, _bce_targets
 from appzoo.registry import LOSSES
@@ -43,18 +43,18 @@ def _focal_elementwise(logits, labels, gamma, alpha, mode, ignore_index):
             loss = (a * targets + (1.0 - a) * (1.0 - targets)) * loss
         return loss, valid, targets > 0.5
     kind, targets, valid = classification_targets(logits, labels, ignore_index)
-    logp = F.log_softmax(logits, axis=-1)
     w = None
     if alpha is not None:
         w = alpha if isinstance(alpha, (int, float)) else as_class_tensor(alpha, logits, "alpha")
     if kind == "index":
-        logp_gold = gather_last(logp, targets)
+        logp_gold = gold_log_prob(logits, targets)
         # 1 - p = -expm1(log p): accurate when p is close to 1.
         loss = -safe_pow(-paddle.expm1(logp_gold), gamma) * logp_gold
         if w is not None:
             loss = loss * (w if isinstance(w, (int, float)) else
                            paddle.gather(w, targets.flatten()).reshape(targets.shape))
         return loss, valid, None
+    logp = F.log_softmax(logits, axis=-1)
     per_class = -safe_pow(-paddle.expm1(logp), gamma) * logp * targets
     if w is not None:
         per_class = per_class * w

@@ -6,7 +6,7 @@ import paddle.nn.functional as F
 
 from appzoo.losses.base import (
     ClassificationLoss, LossParamError, check_choice, check_range, check_reduction, classification_targets,
-    gather_last, reduce_loss,
+    gold_log_prob, reduce_loss,
 )
 from appzoo.losses.cross_entropy import _bce_elementwise, _bce_targets
 from appzoo.registry import LOSSES
@@ -30,7 +30,7 @@ def _ghm_base(logits, labels, mode, ignore_index):
     kind, targets, valid = classification_targets(logits, labels, ignore_index)
     if kind != "index":
         raise ValueError("ghm in mode 'softmax' takes class-index labels")
-    logp_gold = gather_last(F.log_softmax(logits, axis=-1), targets)
+    logp_gold = gold_log_prob(logits, targets)
     g = -paddle.expm1(logp_gold.detach())  # 1 - p_gold
     return -logp_gold, g, valid
 
@@ -46,7 +46,7 @@ def ghm_weights(g, valid, bins, acc_counts=None, momentum=0.0):
     valid = paddle.broadcast_to(valid, g.shape)
     index = paddle.clip(paddle.floor(g * bins), 0, bins - 1).astype("int64")
     valid_f = valid.astype(g.dtype)
-    counts = (F.one_hot(index.flatten(), bins).astype(g.dtype) * valid_f.flatten().unsqueeze(-1)).sum(axis=0)
+    counts = paddle.bincount(index.flatten(), weights=valid_f.flatten(), minlength=bins).astype(g.dtype)
     nonempty = counts > 0
     if momentum > 0 and acc_counts is not None:
         acc = acc_counts.astype(g.dtype)
