@@ -5,14 +5,14 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.losses.base import (
-    EmbeddingLoss, check_choice, check_range, check_reduction, embedding_inputs, reduce_loss, zero_loss,
+    EmbeddingLoss, check_choice, check_range, check_reduction, embedding_inputs, l2_normalize, reduce_loss, zero_loss,
 )
 from appzoo.registry import LOSSES
 
 
 def _distance(a, b, distance):
     if distance == "cosine":
-        return 1.0 - F.cosine_similarity(a, b, axis=-1)
+        return 1.0 - (l2_normalize(a) * l2_normalize(b)).sum(axis=-1)
     squared = ((a - b) ** 2).sum(axis=-1)
     # sqrt has no finite gradient at 0; below 1e-12 the distance is treated as a constant 1e-6.
     return paddle.sqrt(paddle.clip(squared, min=1e-12))

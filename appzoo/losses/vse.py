@@ -5,7 +5,7 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.losses.base import (
-    EmbeddingLoss, check_range, check_reduction, embedding_inputs, reduce_loss, similarity, zero_loss,
+    EmbeddingLoss, check_range, check_reduction, embedding_inputs, max_last, reduce_loss, similarity, zero_loss,
 )
 from appzoo.registry import LOSSES
 
@@ -57,7 +57,7 @@ def max_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True
     if query.shape[0] == 0:
         return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
     cost_query, cost_positive = _vse_costs(query, positive, negative, margin, normalize)
-    return reduce_loss(cost_query.max(axis=1) + cost_positive.max(axis=0), reduction)
+    return reduce_loss(max_last(cost_query, 1) + max_last(cost_positive, 0), reduction)
 
 
 class _VSELoss(EmbeddingLoss):
