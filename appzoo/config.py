@@ -15,11 +15,40 @@ from appzoo.registry import did_you_mean
 _NO_DEFAULT = inspect.Parameter.empty
 
 
+class Range:
+    """Bounds for a number, used as ``Annotated[float, Range(ge=0, lt=1)]`` so
+    that check_kwargs can reject out-of-range values before anything is built."""
+
+    def __init__(self, ge=None, gt=None, le=None, lt=None):
+        self.bounds = {"ge": ge, "gt": gt, "le": le, "lt": lt}
+
+    def check(self, value):
+        ops = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b,
+               "le": lambda a, b: a <= b, "lt": lambda a, b: a < b}
+        return all(bound is None or ops[k](value, bound) for k, bound in self.bounds.items())
+
+    def describe(self):
+        lo = (f"[{self.bounds['ge']}" if self.bounds["ge"] is not None else
+              f"({self.bounds['gt']}" if self.bounds["gt"] is not None else "(-inf")
+        hi = (f"{self.bounds['le']}]" if self.bounds["le"] is not None else
+              f"{self.bounds['lt']})" if self.bounds["lt"] is not None else "inf)")
+        return f"in {lo}, {hi}"
+
+
+def _range_of(annotation):
+    for meta in getattr(annotation, "__metadata__", ()):
+        if isinstance(meta, Range):
+            return meta
+    return None
+
+
 def _type_ok(value, annotation):
     """True when ``value`` fits ``annotation`` (a small subset of typing)."""
     if annotation is _NO_DEFAULT or annotation is typing.Any:
         return True
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _type_ok(value, typing.get_args(annotation)[0])
     if origin is typing.Union:
         return any(_type_ok(value, arg) for arg in typing.get_args(annotation))
     if origin is typing.Literal:
@@ -45,6 +74,8 @@ def _type_ok(value, annotation):
 def describe_type(annotation):
     """Human-readable form of an annotation, for messages."""
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return describe_type(typing.get_args(annotation)[0])
     if origin is typing.Union:
         return " or ".join(describe_type(a) for a in typing.get_args(annotation))
     if origin is typing.Literal:
@@ -72,7 +103,7 @@ def check_kwargs(target, section, key_path, injected=(), label=None):
     if not isinstance(section, dict):
         raise ConfigError(f"{key_path}: expected an object, got {section!r}")
     func = target.__init__ if inspect.isclass(target) else target
-    hints = typing.get_type_hints(func)
+    hints = typing.get_type_hints(func, include_extras=True)
     params = {
         name: p for name, p in inspect.signature(func).parameters.items()
         if name not in ("self",) and name not in injected
@@ -89,6 +120,9 @@ def check_kwargs(target, section, key_path, injected=(), label=None):
             raise ConfigError(
                 f"{key_path}.{key}: expected {describe_type(annotation)}, got {value!r}"
             )
+        bounds = _range_of(annotation)
+        if bounds is not None and isinstance(value, (int, float)) and not bounds.check(value):
+            raise ConfigError(f"{key_path}.{key}: must be {bounds.describe()}, got {value!r}")
     for name, p in params.items():
         if p.default is _NO_DEFAULT and name not in section:
             raise ConfigError(f"{key_path}.{name}: required key for '{label}' is missing")

@@ -1,9 +1,10 @@
 """ERNIE classifiers."""
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Range
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
 from appzoo.models import encode, pool
@@ -20,11 +21,9 @@ class ErnieFcClassification(paddle.nn.Layer):
     LOSS_FAMILY = "classification"
 
     def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,
-                 loss: Optional[dict] = None, dropout: float = 0.1,
+                 loss: Optional[dict] = None, dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1,
                  pooling: Literal["cls", "mean"] = "cls"):
         super().__init__()
-        if not 0 <= dropout < 1:
-            raise ConfigError(f"model.dropout: must be in [0, 1), got {dropout}")
         loss = loss or {"name": "bce" if multi_label else "ce"}
         self.encoder = encoder
         self.pooling = pooling

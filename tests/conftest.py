@@ -1,0 +1,12 @@
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+os.chdir(ROOT)  # param files use paths relative to the repo root
+
+import appzoo  # noqa: E402,F401  (CPU defaults before paddle is imported)
+import appzoo.losses  # noqa: E402,F401
+import appzoo.metrics  # noqa: E402,F401
+import tasks  # noqa: E402,F401
