@@ -115,7 +115,7 @@ def main():
     for family, name, seconds, base in rows:
         ratio = seconds / base
         print(f"| {family} | {name} | {seconds * 1e3:.3f} | {ratio:.2f} | {'yes' if ratio <= 1.3 else 'no'} |")
-    print(f"\nce baselines (ms): " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in baselines.items()))
+    print("\nce baselines (ms): " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in baselines.items()))
 
 
 if __name__ == "__main__":

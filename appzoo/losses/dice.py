@@ -1,7 +1,6 @@
 """Self-adjusting dice loss (Li et al. 2020) and plain soft dice."""
 from typing import Literal
 
-import paddle
 import paddle.nn.functional as F
 
 from appzoo.losses.base import (

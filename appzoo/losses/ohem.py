@@ -1,5 +1,4 @@
 """Online hard example mining over any element-wise classification loss."""
-import math
 from typing import Literal, Optional, Sequence
 
 import paddle
