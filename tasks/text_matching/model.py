@@ -1,0 +1,178 @@
+"""ERNIE matchers: a cross-encoder, a siamese classifier and a siamese
+similarity model ("simnet") trained pairwise or with in-batch negatives."""
+from typing import Literal, Optional
+
+import paddle
+import paddle.nn.functional as F
+
+from appzoo.errors import ConfigError
+from appzoo.losses import build_loss, losses_for
+from appzoo.models import encode, pool
+from appzoo.registry import MODELS
+
+
+def _classification_loss(loss, class_counts):
+    loss = loss or {"name": "ce"}
+    loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family="classification")
+    if getattr(loss_fn, "TARGET", "both") == "multi_hot":
+        raise ConfigError(f"model.loss.name: {loss['name']!r} takes multi-hot targets; a pointwise matcher "
+                          f"has one label per pair (use ce, focal, dice, ghm, ...)")
+    return loss_fn
+
+
+def _check_dropout(dropout):
+    if not 0 <= dropout < 1:
+        raise ConfigError(f"model.dropout: must be in [0, 1), got {dropout}")
+
+
+@MODELS.register("ErnieMatchingFcPointwise")
+class ErnieMatchingFcPointwise(paddle.nn.Layer):
+    """Cross-encoder: ``[CLS] a [SEP] b [SEP]`` -> pooled -> dropout -> linear
+    over the two labels; any single-label classification loss."""
+
+    READERS = ("text_matching",)
+    INJECTED = ("encoder", "num_labels", "class_counts")
+    LOSS_FAMILY = "classification"
+
+    def __init__(self, encoder, num_labels, class_counts=None, loss: Optional[dict] = None,
+                 dropout: float = 0.1, pooling: Literal["cls", "mean"] = "cls"):
+        super().__init__()
+        _check_dropout(dropout)
+        self.encoder = encoder
+        self.pooling = pooling
+        self.dropout = paddle.nn.Dropout(dropout)
+        self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
+        self.loss_fn = _classification_loss(loss, class_counts)
+
+    def forward(self, input_ids, token_type_ids=None, labels=None):
+        sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)
+        logits = self.classifier(self.dropout(pool(sequence, pooled, mask, self.pooling)))
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = self.loss_fn(logits, labels)
+        return out
+
+    def decode(self, outputs, batch):
+        return {"probs": F.softmax(outputs["logits"], axis=-1)}
+
+    def input_spec(self):
+        return [paddle.static.InputSpec([None, None], "int64", "input_ids"),
+                paddle.static.InputSpec([None, None], "int64", "token_type_ids")]
+
+
+class _Siamese(paddle.nn.Layer):
+    """One encoder shared by both texts; ``embed`` pools a text's tokens."""
+
+    def __init__(self, encoder, pooling):
+        super().__init__()
+        self.encoder = encoder
+        self.pooling = pooling
+
+    def embed(self, input_ids):
+        sequence, pooled, mask = encode(self.encoder, input_ids)
+        return pool(sequence, pooled, mask, self.pooling)
+
+    def input_spec(self):
+        return [paddle.static.InputSpec([None, None], "int64", "query_input_ids"),
+                paddle.static.InputSpec([None, None], "int64", "title_input_ids")]
+
+
+@MODELS.register("ErnieMatchingSiamesePointwise")
+class ErnieMatchingSiamesePointwise(_Siamese):
+    """Siamese classifier (Sentence-BERT's classification objective): each
+    text pooled alone to ``u``, ``v``; ``[u, v, |u - v|, u * v]`` -> dropout
+    -> linear over the two labels; any single-label classification loss."""
+
+    READERS = ("text_matching_siamese",)
+    INJECTED = ("encoder", "num_labels", "class_counts")
+    LOSS_FAMILY = "classification"
+
+    def __init__(self, encoder, num_labels, class_counts=None, loss: Optional[dict] = None,
+                 dropout: float = 0.1, pooling: Literal["cls", "mean"] = "mean"):
+        super().__init__(encoder, pooling)
+        _check_dropout(dropout)
+        self.dropout = paddle.nn.Dropout(dropout)
+        self.classifier = paddle.nn.Linear(4 * encoder.config.hidden_size, num_labels)
+        self.loss_fn = _classification_loss(loss, class_counts)
+
+    def forward(self, query_input_ids, title_input_ids, labels=None):
+        u, v = self.embed(query_input_ids), self.embed(title_input_ids)
+        features = paddle.concat([u, v, paddle.abs(u - v), u * v], axis=-1)
+        logits = self.classifier(self.dropout(features))
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = self.loss_fn(logits, labels)
+        return out
+
+    def decode(self, outputs, batch):
+        return {"probs": F.softmax(outputs["logits"], axis=-1)}
+
+
+@MODELS.register("ErnieMatchingSiamesePairwise")
+class ErnieMatchingSiamesePairwise(_Siamese):
+    """Siamese similarity model (SimNet): the score of a pair is the cosine
+    (or dot product) of the two pooled texts.
+
+    Trained on what the ``text_matching_pairwise`` reader gives:
+
+    * triples (``negatives: "labelled"``): a pair loss (``pairwise_hinge``,
+      ``circle``, ``nce``) on ``s(q, p)`` vs ``s(q, n)``, or an embedding loss
+      on ``(q, p, n)`` (``triplet``; ``infonce`` / ``sum_hinge`` /
+      ``max_hinge`` with the negatives as extra in-batch negatives);
+    * positive pairs (``negatives: "in_batch"``): an embedding loss
+      (``infonce``, ``sum_hinge``, ``max_hinge``) on ``(q, p)``, or a pair
+      loss on the diagonal of the in-batch similarity matrix vs the rest of
+      each row.
+
+    With ``similarity: "cosine"`` the embeddings are L2-normalised before any
+    loss, so euclidean triplet distances rank like the cosine scores.
+    """
+
+    READERS = ("text_matching_pairwise",)
+    INJECTED = ("encoder", "negatives")
+    LOSS_FAMILY = None  # pair or embedding: checked in __init__
+
+    def __init__(self, encoder, negatives="labelled", loss: Optional[dict] = None,
+                 similarity: Literal["cosine", "dot"] = "cosine", pooling: Literal["cls", "mean"] = "mean"):
+        super().__init__(encoder, pooling)
+        loss = loss or {"name": "circle"}
+        self.loss_fn = build_loss(loss, key_path="model.loss")
+        family = self.loss_fn.FAMILY
+        if family not in ("pair", "embedding"):
+            fits = losses_for("pair") + losses_for("embedding")
+            raise ConfigError(f"model.loss.name: {loss['name']!r} does not fit a pairwise matcher "
+                              f"(losses that fit: {', '.join(sorted(fits))})")
+        if loss["name"] == "triplet" and negatives == "in_batch":
+            raise ConfigError("model.loss.name: 'triplet' needs one labelled negative per pair; set "
+                              "dataset_reader.negatives to 'labelled' or use infonce / sum_hinge / max_hinge")
+        if loss["name"] == "circle" and similarity != "cosine":
+            raise ConfigError("model.loss.name: 'circle' expects cosine similarities in [-1, 1]; "
+                              "set model.similarity to 'cosine'")
+        self.similarity = similarity
+        self.family = family
+
+    def _embed(self, input_ids):
+        emb = self.embed(input_ids)
+        return F.normalize(emb, axis=-1) if self.similarity == "cosine" else emb
+
+    def forward(self, query_input_ids, title_input_ids=None, positive_input_ids=None, negative_input_ids=None):
+        q = self._embed(query_input_ids)
+        if positive_input_ids is None:  # scoring pairs
+            scores = (q * self._embed(title_input_ids)).sum(axis=-1)
+            return {"scores": scores}
+        p = self._embed(positive_input_ids)
+        n = self._embed(negative_input_ids) if negative_input_ids is not None else None
+        pos = (q * p).sum(axis=-1)
+        if self.family == "embedding":
+            loss = self.loss_fn(q, p, n)
+        elif n is not None:
+            loss = self.loss_fn(pos, (q * n).sum(axis=-1))
+        else:  # in-batch: every other positive of the batch is a negative
+            sim = paddle.matmul(q, p, transpose_y=True)
+            size = sim.shape[0]
+            off = paddle.eye(size, dtype="int32") == 0
+            loss = self.loss_fn(pos, paddle.masked_select(sim, off).reshape([size, size - 1]))
+        return {"scores": pos, "loss": loss}
+
+    def decode(self, outputs, batch):
+        return {"scores": outputs["scores"]}

@@ -1,0 +1,381 @@
+"""Readers for text matching: labelled pairs, and triples for pairwise training.
+
+Three registered readers share one implementation and differ in how a pair
+reaches the model:
+
+* ``text_matching``: one sequence ``[CLS] a [SEP] b [SEP]`` (cross-encoder);
+* ``text_matching_siamese``: the two texts encoded apart (shared encoder);
+* ``text_matching_pairwise``: as siamese for dev/test/predict, but trains on
+  ``(query, positive, negative)`` triples or on positive pairs whose batch
+  mates are the negatives.
+
+Every split but train is labelled pairs ``text_a, text_b, label`` (predict
+files may leave the label out). The labels are two configured strings; any
+other label is an error naming ``file:line``. A decision threshold on the
+score (probability of the positive label, or similarity) is tuned on dev for
+the best F1 (:meth:`MatchingReader.fit`), saved with the model and reused
+for test and predict.
+"""
+from typing import Literal, Optional, Union
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from appzoo.data.reader import DatasetReader, pad
+from appzoo.data.tabular import read_rows
+from appzoo.errors import ConfigError, DataError
+from appzoo.metrics.matching import best_f1_threshold
+from appzoo.registry import METRICS, READERS
+from tasks.text_matching.triples import build_triples
+
+Column = Union[int, str, None]
+DEFAULT_THRESHOLD = 0.5  # used only when no threshold is configured and none was tuned on dev
+
+
+@READERS.register("text_matching")
+class MatchingReader(DatasetReader):
+    """Labelled pairs for a cross-encoder: ``[CLS] text_a [SEP] text_b [SEP]``.
+
+    Columns are indices (0-based) or header names for TSV/CSV, field names
+    for JSONL; by default columns 0, 1, 2 / fields ``text_a``, ``text_b``,
+    ``label``. ``positive_label`` and ``negative_label`` are the only labels
+    accepted. ``threshold``: a fixed decision threshold on the score; null
+    (default) tunes it on dev for the best F1.
+    """
+
+    default_metric = "auc"
+
+    def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_a_column: Column = None,
+                 text_b_column: Column = None, label_column: Column = None, delimiter: Optional[str] = None,
+                 header: int = 0, quoting: Optional[bool] = None, positive_label: str = "1",
+                 negative_label: str = "0", threshold: Optional[float] = None):
+        if header < 0:
+            raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
+        if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
+            raise ConfigError(f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
+        if positive_label == negative_label:
+            raise ConfigError(f"dataset_reader.negative_label: must differ from positive_label, "
+                              f"both are {positive_label!r}")
+        jsonl = format == "jsonl"
+        self.fields = {"text_a": _column(text_a_column, "text_a", 0, jsonl),
+                       "text_b": _column(text_b_column, "text_b", 1, jsonl),
+                       "label": _column(label_column, "label", 2, jsonl)}
+        self.options = {"format": format, "delimiter": delimiter, "header": header, "quoting": quoting}
+        self.positive_label, self.negative_label = positive_label, negative_label
+        self.threshold = threshold
+        self.tuned_threshold = None
+
+    # ---- data side -------------------------------------------------------
+    def read(self, path, split):
+        return self._read_pairs(path, split)
+
+    def _read_pairs(self, path, split):
+        rows = read_rows(path, self.fields, optional=("label",) if split == "predict" else (), **self.options)
+        examples = []
+        for line, row in rows:
+            where = f"{path}:{line}"
+            examples.append({"text_a": _text(row["text_a"], where, "text_a"),
+                             "text_b": _text(row["text_b"], where, "text_b"),
+                             "label": self._parse_label(row["label"], where), "source": where})
+        if not examples and split != "predict":
+            raise DataError(f"{path}: no examples")
+        return examples
+
+    def _parse_label(self, value, where):
+        if value is None:
+            return None
+        label = str(value).strip()
+        if label not in (self.positive_label, self.negative_label):
+            raise DataError(
+                f"{where}: label {label!r} is neither the positive label {self.positive_label!r} nor the "
+                f"negative label {self.negative_label!r} (set dataset_reader.positive_label / negative_label)"
+            )
+        return label
+
+    def build_labels(self, train_examples):
+        return [self.negative_label, self.positive_label]
+
+    def check_labels(self, examples, labels, path):
+        self._positive_index(labels)
+        for example in examples:
+            if example["label"] is not None and example["label"] not in labels:
+                raise DataError(f"{example['source']}: label {example['label']!r} is not a label of the "
+                                f"trained model (labels: {', '.join(labels)})")
+
+    def _positive_index(self, labels):
+        if self.positive_label not in labels:
+            raise ConfigError(f"dataset_reader.positive_label: {self.positive_label!r} is not a label of the "
+                              f"model (labels: {', '.join(labels)})")
+        return labels.index(self.positive_label)
+
+    def model_args(self, labels, train_examples):
+        counts = None
+        if train_examples:
+            positives = sum(e["label"] == self.positive_label for e in train_examples)
+            counts = [0, 0]
+            counts[labels.index(self.positive_label)] = positives
+            counts[1 - labels.index(self.positive_label)] = len(train_examples) - positives
+        return {"num_labels": len(labels), "class_counts": counts}
+
+    def texts(self, examples):
+        for example in examples:
+            yield example["text_a"]
+            yield example["text_b"]
+
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        index = {name: i for i, name in enumerate(labels)}
+        features, truncated = [], 0
+        for start in tqdm(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
+            chunk = examples[start:start + 1000]
+            encoded = tokenizer([e["text_a"] for e in chunk], text_pair=[e["text_b"] for e in chunk],
+                                max_length=max_seq_len, truncation=True, return_overflowing_tokens=False)
+            for i, example in enumerate(chunk):
+                ids = encoded["input_ids"][i]
+                truncated += len(ids) == max_seq_len
+                feature = {"input_ids": ids, "token_type_ids": encoded["token_type_ids"][i]}
+                if example["label"] is not None:
+                    feature["labels"] = index[example["label"]]
+                features.append(feature)
+        _note_truncated(truncated, len(examples), split, max_seq_len, "pairs")
+        return features
+
+    def collate(self, features, pad_id):
+        batch = {"input_ids": pad([f["input_ids"] for f in features], pad_id),
+                 "token_type_ids": pad([f["token_type_ids"] for f in features], 0)}
+        if all("labels" in f for f in features):
+            batch["labels"] = np.asarray([f["labels"] for f in features], dtype="int64")
+        return batch
+
+    # ---- output side -----------------------------------------------------
+    def decode(self, examples, features, outputs, labels):
+        """``score``: the probability of the positive label (models with
+        ``probs``) or the similarity (models with ``scores``)."""
+        if "probs" in outputs:
+            positive = self._positive_index(labels)
+            return [{"score": float(p[positive]), "probs": p} for p in outputs["probs"]]
+        return [{"score": float(s)} for s in outputs["scores"]]
+
+    @property
+    def decision_threshold(self):
+        """The configured threshold, else the one tuned on dev, else 0.5."""
+        if self.threshold is not None:
+            return self.threshold
+        return self.tuned_threshold if self.tuned_threshold is not None else DEFAULT_THRESHOLD
+
+    def evaluate(self, examples, predictions, labels):
+        gold = [int(e["label"] == self.positive_label) for e in examples]
+        scores = [p["score"] for p in predictions]
+        metrics = METRICS.get("matching", "metric")(gold, scores, self.decision_threshold)
+        if predictions and "probs" in predictions[0]:  # pointwise models: also at their argmax
+            positive = self._positive_index(labels)
+            argmax = [float(np.argmax(p["probs"]) == positive) for p in predictions]
+            at_argmax = METRICS.get("matching", "metric")(gold, argmax, 0.5)
+            metrics.update({f"argmax_{k}": at_argmax[k] for k in ("accuracy", "precision", "recall", "f1")})
+        return metrics
+
+    def fit(self, examples, predictions, labels):
+        """Tune the decision threshold on dev for the best F1 (unless one is configured)."""
+        if self.threshold is not None:
+            return {"threshold": self.threshold, "tuned": False}
+        gold = [int(e["label"] == self.positive_label) for e in examples]
+        self.tuned_threshold, f1 = best_f1_threshold(gold, [p["score"] for p in predictions])
+        return {"threshold": self.tuned_threshold, "tuned": True, "dev_f1": f1}
+
+    def load_state(self, state):
+        self.tuned_threshold = state.get("threshold") if state.get("tuned") else None
+
+    def prediction_rows(self, examples, predictions, labels):
+        rows = []
+        for example, p in zip(examples, predictions):
+            positive = p["score"] >= self.decision_threshold
+            row = {"text_a": example["text_a"], "text_b": example["text_b"], "score": round(p["score"], 6),
+                   "label": self.positive_label if positive else self.negative_label}
+            if "probs" in p:
+                row["probs"] = {name: round(float(v), 6) for name, v in zip(labels, p["probs"])}
+            if example["label"] is not None:
+                row["gold"] = example["label"]
+            rows.append(row)
+        return rows
+
+
+@READERS.register("text_matching_siamese")
+class SiameseMatchingReader(MatchingReader):
+    """Labelled pairs whose texts are encoded apart (``query_input_ids`` and
+    ``title_input_ids``), for siamese models. Same keys as ``text_matching``."""
+
+    LABELS_IN_BATCH = True  # the pointwise siamese model takes labels; the pairwise one trains on triples
+
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        index = {name: i for i, name in enumerate(labels)}
+        ids = _tokenize_unique(tokenizer, self.texts(examples), max_seq_len, split)
+        features = []
+        for example in examples:
+            feature = {"query_input_ids": ids[example["text_a"]], "title_input_ids": ids[example["text_b"]]}
+            if example["label"] is not None and self.LABELS_IN_BATCH:
+                feature["labels"] = index[example["label"]]
+            features.append(feature)
+        return features
+
+    def collate(self, features, pad_id):
+        batch = {key: pad([f[key] for f in features], pad_id) for key in ("query_input_ids", "title_input_ids")}
+        if all("labels" in f for f in features):
+            batch["labels"] = np.asarray([f["labels"] for f in features], dtype="int64")
+        return batch
+
+
+@READERS.register("text_matching_pairwise")
+class PairwiseMatchingReader(SiameseMatchingReader):
+    """Siamese pairs for dev/test/predict; training items for a pairwise model.
+
+    The training file is labelled pairs (``train_format: "pairs"``, read with
+    the same column keys as dev) or triples (``"triples"``: columns
+    ``query_column``, ``positive_column``, ``negative_column``, by default 0,
+    1, 2 / fields ``query``, ``positive``, ``negative``).
+
+    ``negatives: "labelled"`` trains on triples: from a triples file, or built
+    from labelled pairs by grouping on ``text_a`` (each query's positives ×
+    its negatives, at most ``max_triples_per_query`` drawn with ``seed``, plus
+    ``random_negatives`` random texts per positive pair).
+    ``negatives: "in_batch"`` trains on the positive pairs alone; the other
+    positives of a batch are the negatives (a batch keeps one pair per
+    distinct query and positive, so duplicates are not false negatives).
+    """
+
+    LABELS_IN_BATCH = False
+
+    def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_a_column: Column = None,
+                 text_b_column: Column = None, label_column: Column = None, delimiter: Optional[str] = None,
+                 header: int = 0, quoting: Optional[bool] = None, positive_label: str = "1",
+                 negative_label: str = "0", threshold: Optional[float] = None,
+                 train_format: Literal["pairs", "triples"] = "pairs",
+                 negatives: Literal["labelled", "in_batch"] = "labelled",
+                 query_column: Column = None, positive_column: Column = None, negative_column: Column = None,
+                 max_triples_per_query: int = 10, random_negatives: int = 0, seed: int = 42):
+        super().__init__(format, text_a_column, text_b_column, label_column, delimiter, header, quoting,
+                         positive_label, negative_label, threshold)
+        if max_triples_per_query < 1:
+            raise ConfigError(f"dataset_reader.max_triples_per_query: must be >= 1, got {max_triples_per_query}")
+        if random_negatives < 0:
+            raise ConfigError(f"dataset_reader.random_negatives: must be >= 0, got {random_negatives}")
+        if random_negatives and (train_format == "triples" or negatives == "in_batch"):
+            raise ConfigError("dataset_reader.random_negatives: only used when triples are built from labelled "
+                              "pairs (train_format 'pairs' with negatives 'labelled')")
+        jsonl = format == "jsonl"
+        self.triple_fields = {"query": _column(query_column, "query", 0, jsonl),
+                              "positive": _column(positive_column, "positive", 1, jsonl),
+                              "negative": _column(negative_column, "negative", 2, jsonl)}
+        self.train_format, self.negatives = train_format, negatives
+        self.max_triples_per_query, self.random_negatives, self.seed = max_triples_per_query, random_negatives, seed
+
+    def read(self, path, split):
+        if split != "train":
+            return self._read_pairs(path, split)
+        if self.train_format == "triples":
+            items = self._read_triples(path)
+        else:
+            pairs = [{**e, "positive": e["label"] == self.positive_label} for e in self._read_pairs(path, split)]
+            if self.negatives == "labelled":
+                items = build_triples(pairs, max_per_query=self.max_triples_per_query,
+                                      random_negatives=self.random_negatives, seed=self.seed)
+                if not items:
+                    raise DataError(
+                        f"{path}: no training triples: no text_a has both a positive and a negative pair "
+                        f"(set dataset_reader.random_negatives >= 1, or negatives 'in_batch')")
+            else:
+                items = [{"query": e["text_a"], "positive": e["text_b"], "source": e["source"]}
+                         for e in pairs if e["positive"]]
+        if self.negatives == "in_batch":
+            items = list({(i["query"], i["positive"]): {"query": i["query"], "positive": i["positive"],
+                                                        "source": i["source"]} for i in items}.values())
+            if not items:
+                raise DataError(f"{path}: no positive pairs (label {self.positive_label!r}) to train on")
+        return items
+
+    def _read_triples(self, path):
+        items = []
+        for line, row in read_rows(path, self.triple_fields, **self.options):
+            where = f"{path}:{line}"
+            items.append({key: _text(row[key], where, key) for key in ("query", "positive", "negative")})
+            items[-1]["source"] = where
+        if not items:
+            raise DataError(f"{path}: no triples")
+        return items
+
+    def model_args(self, labels, train_examples):
+        return {"negatives": self.negatives}
+
+    def texts(self, examples):
+        for example in examples:
+            if "query" in example:  # a training item
+                yield example["query"]
+                yield example["positive"]
+                if "negative" in example and self.negatives == "labelled":
+                    yield example["negative"]
+            else:
+                yield example["text_a"]
+                yield example["text_b"]
+
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        if split != "train":
+            return super().encode(examples, tokenizer, labels, max_seq_len, split)
+        ids = _tokenize_unique(tokenizer, self.texts(examples), max_seq_len, split)
+        features = []
+        for item in examples:
+            feature = {"query_input_ids": ids[item["query"]], "positive_input_ids": ids[item["positive"]]}
+            if self.negatives == "labelled":
+                feature["negative_input_ids"] = ids[item["negative"]]
+            features.append(feature)
+        return features
+
+    def collate(self, features, pad_id):
+        if "positive_input_ids" not in features[0]:
+            return super().collate(features, pad_id)
+        if self.negatives == "in_batch":
+            features = _distinct(features)
+        keys = [k for k in ("query_input_ids", "positive_input_ids", "negative_input_ids") if k in features[0]]
+        return {key: pad([f[key] for f in features], pad_id) for key in keys}
+
+
+def _distinct(features):
+    """Keep the first feature of each query and of each positive, so that no
+    batch mate is a duplicate of a pair's own text (a false negative)."""
+    seen_query, seen_positive, kept = set(), set(), []
+    for f in features:
+        q, p = tuple(f["query_input_ids"]), tuple(f["positive_input_ids"])
+        if q not in seen_query and p not in seen_positive:
+            seen_query.add(q)
+            seen_positive.add(p)
+            kept.append(f)
+    return kept
+
+
+def _tokenize_unique(tokenizer, texts, max_seq_len, split):
+    """Token ids of each distinct text (texts repeat across pairs and triples)."""
+    unique = list(dict.fromkeys(texts))
+    ids, truncated = {}, 0
+    for start in tqdm(range(0, len(unique), 2000), desc=f"tokenize {split}", unit="2k texts", leave=False):
+        chunk = unique[start:start + 2000]
+        encoded = tokenizer(chunk, max_length=max_seq_len, truncation=True, return_overflowing_tokens=False)
+        for text, row in zip(chunk, encoded["input_ids"]):
+            ids[text] = row
+            truncated += len(row) == max_seq_len
+    _note_truncated(truncated, len(unique), split, max_seq_len, "distinct texts")
+    return ids
+
+
+def _note_truncated(truncated, total, split, max_seq_len, what):
+    if truncated:
+        tqdm.write(f"note: {truncated} of {total} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
+
+
+def _column(value, jsonl_name, index, jsonl):
+    if value is not None:
+        return value
+    return jsonl_name if jsonl else index
+
+
+def _text(value, where, name):
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{where}: empty {name}" if isinstance(value, str) or value is None
+                        else f"{where}: {name} must be a string, got {value!r}")
+    return value
