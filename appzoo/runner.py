@@ -173,7 +173,12 @@ def run(plan):
         if split in splits:
             reader.check_labels(splits[split], labels, getattr(data, split))
 
-    injected = reader.model_args(labels, splits.get("train"))
+    if plan.init_from and "train" not in plan.do:
+        # what the model got from the training data (class counts for 'balanced' weights, ...)
+        with open(os.path.join(plan.init_from, "model_args.json"), encoding="utf-8") as f:
+            injected = json.load(f)
+    else:
+        injected = reader.model_args(labels, splits.get("train"))
     loss = plan.model_kwargs.get("loss")
     if loss is not None:  # fail on a bad loss before any weights are loaded
         build_loss(loss, key_path="model.loss", class_counts=injected.get("class_counts"),
@@ -196,7 +201,8 @@ def run(plan):
             for stale in ("train_log.jsonl", "metrics.json", "predictions.jsonl"):
                 if os.path.exists(os.path.join(cfg.output_dir, stale)):
                     os.remove(os.path.join(cfg.output_dir, stale))
-    trainer = Trainer(model, reader, tokenizer, labels, cfg, cfg.output_dir, run_config=plan.config)
+    trainer = Trainer(model, reader, tokenizer, labels, cfg, cfg.output_dir, run_config=plan.config,
+                      model_args=injected)
     features = {s: reader.encode(ex, tokenizer, labels, data.max_seq_len, s) for s, ex in splits.items()}
     metrics = {}
     if "train" in plan.do:

@@ -54,7 +54,7 @@ def batches(features, batch_size, *, shuffle, seed=0, rank=0, world_size=1):
 
 class Trainer:
     def __init__(self, model, reader, tokenizer, labels, config, output_dir, *,
-                 reader_config=None, run_config=None):
+                 run_config=None, model_args=None):
         self.model = model
         self.reader = reader
         self.tokenizer = tokenizer
@@ -62,6 +62,7 @@ class Trainer:
         self.config = config
         self.output_dir = output_dir
         self.run_config = run_config or {}
+        self.model_args = model_args or {}
         self.state = TrainerState()
         self.world_size = paddle.distributed.get_world_size()
         self.rank = paddle.distributed.get_rank()
@@ -220,6 +221,7 @@ class Trainer:
         paddle.save(self.model.state_dict(), os.path.join(tmp, MODEL_FILE))
         save_encoder(self.model.encoder, self.tokenizer, os.path.join(tmp, "encoder"))
         _write_json(os.path.join(tmp, "labels.json"), self.labels)
+        _write_json(os.path.join(tmp, "model_args.json"), self.model_args)
         _write_json(os.path.join(tmp, "reader_state.json"), getattr(self, "reader_state", {}) or {})
         _write_json(os.path.join(tmp, "config.json"), self.run_config)
         _write_json(os.path.join(tmp, "best.json"), {"step": self.state.global_step,
@@ -234,7 +236,7 @@ class Trainer:
         folder = os.path.join(root, f"step-{self.state.global_step}")
         os.makedirs(folder, exist_ok=True)
         paddle.save(self.model.state_dict(), os.path.join(folder, MODEL_FILE))
-        paddle.save(self.optimizer.state_dict(), os.path.join(folder, "optimizer.pdopt"))
+        paddle.save(self._optimizer_state(), os.path.join(folder, "optimizer.pdopt"))
         paddle.save(self.scheduler.state_dict(), os.path.join(folder, "scheduler.pdparams"))
         _write_json(os.path.join(folder, STATE_FILE), dataclasses.asdict(self.state))
         _write_json(os.path.join(folder, "reader_state.json"), getattr(self, "reader_state", {}) or {})
@@ -251,7 +253,7 @@ class Trainer:
         else:
             folder = resume
         self.model.set_state_dict(paddle.load(os.path.join(folder, MODEL_FILE)))
-        self.optimizer.set_state_dict(paddle.load(os.path.join(folder, "optimizer.pdopt")))
+        self._load_optimizer_state(paddle.load(os.path.join(folder, "optimizer.pdopt")))
         self.scheduler.set_state_dict(paddle.load(os.path.join(folder, "scheduler.pdparams")))
         with open(os.path.join(folder, STATE_FILE), encoding="utf-8") as f:
             self.state = TrainerState(**json.load(f))
@@ -259,6 +261,17 @@ class Trainer:
         with open(os.path.join(folder, "reader_state.json"), encoding="utf-8") as f:
             self.reader_state = json.load(f)
         self.reader.load_state(self.reader_state)
+
+    def _optimizer_state(self):
+        """The optimizer's state keyed by structured parameter names: paddle's
+        own keys use unique names (``linear_3.w_0``) that differ from process to
+        process, or between two models of one process."""
+        to_struct = {p.name: n for n, p in self.model.named_parameters()}
+        return {_rename(k, to_struct): v for k, v in self.optimizer.state_dict().items()}
+
+    def _load_optimizer_state(self, state):
+        to_unique = {n: p.name for n, p in self.model.named_parameters()}
+        self.optimizer.set_state_dict({_rename(k, to_unique): v for k, v in state.items()})
 
     def export(self, folder):
         """Static graph for ``paddle.inference`` (model.pdmodel + params)."""
@@ -284,6 +297,17 @@ def checkpoint_folders(root):
         return []
     steps = [(int(n.split("-")[1]), n) for n in os.listdir(root) if n.startswith("step-")]
     return [os.path.join(root, n) for _, n in sorted(steps)]
+
+
+def _rename(key, names):
+    """Replace the parameter name that ``key`` starts with (accumulator keys are
+    ``<param>_<accumulator>``) by its counterpart in ``names``."""
+    if key in names:
+        return names[key]
+    for old in sorted(names, key=len, reverse=True):
+        if key.startswith(old + "_"):
+            return names[old] + key[len(old):]
+    return key
 
 
 def _is_scalar(value):

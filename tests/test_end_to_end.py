@@ -1,0 +1,145 @@
+"""A few-step CPU run through train, eval, predict, reload, export and resume."""
+import json
+import os
+
+import numpy as np
+import paddle
+import pytest
+
+import run_trainer
+from appzoo.trainer import Trainer
+
+EXAMPLE = "examples/cls_ernie_fc_with_focal.json"
+FAST = ["--set", "trainer.max_steps=6", "--set", "trainer.eval_steps=3", "--set", "trainer.logging_steps=2",
+        "--set", "trainer.batch_size=16", "--set", "trainer.progress_bar=false"]
+
+
+def run(out, *extra):
+    return run_trainer.main(["--param_path", EXAMPLE, "--set", f"trainer.output_dir={out}", *FAST, *extra])
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("run") / "out")
+    assert run(out) == 0
+    return out
+
+
+def test_output_folder_contract(trained):
+    for name in ("config.json", "train_log.jsonl", "metrics.json", "predictions.jsonl", "report.md",
+                 "best/model_state.pdparams", "best/labels.json", "best/config.json", "best/encoder/vocab.txt",
+                 "best/encoder/config.json", "plots/training_curve.png", "plots/confusion_test.png"):
+        assert os.path.isfile(os.path.join(trained, name)), name
+    assert os.listdir(os.path.join(trained, "checkpoints")) == ["step-6"]  # keep_checkpoints=1
+
+    with open(os.path.join(trained, "config.json"), encoding="utf-8") as f:
+        resolved = json.load(f)
+    assert resolved["trainer"]["max_steps"] == 6 and resolved["trainer"]["weight_decay"] == 0.01  # defaults filled in
+    assert resolved["model"]["loss"]["name"] == "focal"
+
+    with open(os.path.join(trained, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    assert metrics["best"]["metric"] == "macro_f1" and metrics["best"]["step"] in (3, 6)
+    for split in ("dev", "test"):
+        assert 0 <= metrics[split]["macro_f1"] <= 1 and 0 <= metrics[split]["accuracy"] <= 1
+        assert set(metrics[split]["per_class"]) == {"finance", "health", "sports", "tech"}
+        assert np.sum(metrics[split]["confusion_matrix"]) == 300
+
+    log = read_jsonl(os.path.join(trained, "train_log.jsonl"))
+    assert [r["step"] for r in log if "loss" in r] == [2, 4, 6]
+    assert [r["step"] for r in log if "dev_macro_f1" in r] == [3, 6]
+
+    rows = read_jsonl(os.path.join(trained, "predictions.jsonl"))
+    assert len(rows) == 40
+    assert set(rows[0]) == {"text", "label", "probs"}
+    assert rows[0]["label"] == max(rows[0]["probs"], key=rows[0]["probs"].get)
+    assert sum(rows[0]["probs"].values()) == pytest.approx(1, abs=1e-4)
+
+
+def test_reloading_best_reproduces_metrics_and_predictions(trained, tmp_path):
+    with open(os.path.join(trained, "metrics.json"), encoding="utf-8") as f:
+        before = json.load(f)
+    first = read_jsonl(os.path.join(trained, "predictions.jsonl"))
+    out = str(tmp_path / "again")
+    assert run(out, "--do", "eval,predict", "--set", f"trainer.init_from={trained}/best") == 0
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        after = json.load(f)
+    assert after["test"]["macro_f1"] == before["test"]["macro_f1"]
+    again = read_jsonl(os.path.join(out, "predictions.jsonl"))
+    assert [r["label"] for r in again] == [r["label"] for r in first]
+    np.testing.assert_allclose([list(r["probs"].values()) for r in again],
+                               [list(r["probs"].values()) for r in first], atol=1e-5)
+
+
+def test_export_runs_in_paddle_inference(trained):
+    assert run(trained, "--do", "export") == 0
+    folder = os.path.join(trained, "best", "inference")
+    files = os.listdir(folder)
+    assert "model.pdiparams" in files and ({"model.json", "model.pdmodel"} & set(files))
+
+    from paddle import inference
+
+    program = os.path.join(folder, "model.json" if "model.json" in files else "model.pdmodel")
+    config = inference.Config(program, os.path.join(folder, "model.pdiparams"))
+    config.disable_gpu()
+    predictor = inference.create_predictor(config)
+    ids = np.array([[2, 10, 11, 12, 3, 0], [2, 13, 14, 3, 0, 0]], dtype="int64")
+    types = np.zeros_like(ids)
+    for name, value in zip(predictor.get_input_names(), (ids, types)):
+        predictor.get_input_handle(name).copy_from_cpu(value)
+    predictor.run()
+    outputs = {n: predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()}
+    static_logits = next(v for v in outputs.values() if v.shape == (2, 4))
+
+    from appzoo.encoders import load_encoder
+    from tasks.text_classification.model import ErnieFcClassification
+
+    encoder, _ = load_encoder(os.path.join(trained, "best", "encoder"))
+    model = ErnieFcClassification(encoder, num_labels=4)
+    model.set_state_dict(paddle.load(os.path.join(trained, "best", "model_state.pdparams")))
+    model.eval()
+    eager = model(paddle.to_tensor(ids), paddle.to_tensor(types))["logits"].numpy()
+    np.testing.assert_allclose(static_logits, eager, rtol=1e-4, atol=1e-5)
+
+
+def test_resume_after_a_crash_matches_an_uninterrupted_run(tmp_path, monkeypatch):
+    args = ["--set", "trainer.max_steps=8", "--set", "trainer.eval_steps=4", "--set", "trainer.keep_checkpoints=3"]
+    straight = str(tmp_path / "straight")
+    assert run(straight, *args) == 0
+
+    crashed = str(tmp_path / "crashed")
+    real_step = Trainer._train_step
+
+    def crash_at_step_6(self, features):
+        if self.state.global_step == 5:
+            raise KeyboardInterrupt("simulated crash")
+        return real_step(self, features)
+
+    monkeypatch.setattr(Trainer, "_train_step", crash_at_step_6)
+    with pytest.raises(KeyboardInterrupt):
+        run(crashed, *args)
+    monkeypatch.setattr(Trainer, "_train_step", real_step)
+    assert sorted(os.listdir(os.path.join(crashed, "checkpoints"))) == ["step-4"]
+    assert run(crashed, *args, "--set", "trainer.resume=true") == 0
+
+    final = [paddle.load(os.path.join(d, "checkpoints", "step-8", "model_state.pdparams")) for d in (straight, crashed)]
+    for name, value in final[0].items():
+        np.testing.assert_allclose(final[1][name].numpy(), value.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    losses = [{r["step"]: r["loss"] for r in read_jsonl(os.path.join(d, "train_log.jsonl")) if "loss" in r}
+              for d in (straight, crashed)]
+    assert losses[1][8] == pytest.approx(losses[0][8], rel=1e-5)
+
+
+def test_same_seed_same_run_different_seed_different_run(tmp_path):
+    outs = [str(tmp_path / n) for n in ("a", "b", "c")]
+    for out, seed in zip(outs, (1, 1, 2)):
+        assert run(out, "--do", "train", "--set", f"trainer.seed={seed}", "--set", "trainer.max_steps=3",
+                   "--set", "trainer.eval_steps=0") == 0
+    logs = [[r["loss"] for r in read_jsonl(os.path.join(o, "train_log.jsonl")) if "loss" in r] for o in outs]
+    assert logs[0] == logs[1]
+    assert logs[0] != logs[2]
