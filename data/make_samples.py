@@ -53,5 +53,21 @@ def make_classification(folder, seed=13):
                 f.write(text + "\n" if split == "predict" else f"{text}\t{topic}\n")
 
 
+def make_multilabel(folder, seed=17):
+    """Multi-label variant: a sentence mentions one to three topics, and its
+    labels are exactly the topics it mentions (comma-separated)."""
+    rng = random.Random(seed)
+    os.makedirs(folder, exist_ok=True)
+    topics, weights = zip(*SHARE.items())
+    for split, size in (("train", 800), ("dev", 200), ("test", 200)):
+        with open(os.path.join(folder, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            for _ in range(size):
+                chosen = {rng.choices(topics, weights)[0] for _ in range(rng.choice([1, 1, 2, 3]))}
+                parts = [rng.choice(TOPICS[t]) for t in chosen]
+                rng.shuffle(parts)
+                f.write(f"{rng.choice(FILLER)}，{'，'.join(parts)}。\t{','.join(sorted(chosen))}\n")
+
+
 if __name__ == "__main__":
     make_classification(os.path.join("data", "cls"))
+    make_multilabel(os.path.join("data", "cls_multilabel"))

@@ -1,0 +1,35 @@
+"""Every param file in examples/ loads, validates and runs a couple of steps,
+so that an example can never rot."""
+import glob
+import json
+import os
+
+import pytest
+
+import run_trainer
+from appzoo.config import load_param_file
+from appzoo.runner import validate
+
+EXAMPLES = sorted(p for ext in ("json", "yaml", "yml") for p in glob.glob(f"examples/*.{ext}"))
+
+
+def test_there_are_examples():
+    assert "examples/cls_ernie_fc_with_focal.json" in EXAMPLES
+    assert "examples/cls_ernie_fc_ch.json" in EXAMPLES
+
+
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_example_validates_and_runs_two_steps(path, tmp_path):
+    config = load_param_file(path)
+    assert config["trainer"]["output_dir"].startswith("output/"), "examples write under output/ (git-ignored)"
+    out = tmp_path / "out"
+    config["trainer"]["output_dir"] = str(out)
+    validate(config, path)
+    code = run_trainer.main(["--param_path", path, "--do", "train,eval", "--set", f"trainer.output_dir={out}",
+                             "--set", "trainer.max_steps=2", "--set", "trainer.eval_steps=0",
+                             "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"])
+    assert code == 0
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    assert metrics["train"]["steps"] == 2
+    assert any(split in metrics for split in ("dev", "test"))
