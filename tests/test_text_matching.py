@@ -1,0 +1,307 @@
+"""Text matching: triple building, readers, threshold selection, model forwards."""
+import inspect
+
+import numpy as np
+import paddle
+import pytest
+
+from appzoo.errors import ConfigError, DataError
+from appzoo.metrics.matching import best_f1_threshold, matching_metrics
+from appzoo.registry import MODELS, READERS
+from tasks.text_matching.triples import build_triples
+
+
+def pair(a, b, positive, line):
+    return {"text_a": a, "text_b": b, "positive": positive, "source": f"f.tsv:{line}"}
+
+
+def write(path, text, bom=False):
+    path.write_text(("\ufeff" if bom else "") + text, encoding="utf-8")
+    return str(path)
+
+
+# ---------------------------------------------------------------- triples
+
+PAIRS = ([pair("q1", f"p{i}", True, i) for i in range(3)] + [pair("q1", f"n{i}", False, 10 + i) for i in range(4)]
+         + [pair("q2", "x", True, 20), pair("q2", "y", False, 21), pair("q3", "z", True, 30)])
+
+
+def test_triples_group_by_query_positives_times_negatives():
+    triples = build_triples(PAIRS, max_per_query=100)
+    assert [(t["query"], t["positive"], t["negative"]) for t in triples] == (
+        [("q1", f"p{i}", f"n{j}") for i in range(3) for j in range(4)] + [("q2", "x", "y")])
+    assert triples[0]["source"] == "f.tsv:0" and triples[-1]["source"] == "f.tsv:20"  # the positive pair's line
+
+
+def test_triples_cap_per_query_is_seeded_and_keeps_file_order():
+    first = build_triples(PAIRS, max_per_query=5, seed=3)
+    assert first == build_triples(PAIRS, max_per_query=5, seed=3)
+    q1 = [(t["positive"], t["negative"]) for t in first if t["query"] == "q1"]
+    assert len(q1) == 5 and q1 == sorted(q1)  # a subset of the 12, in file order
+    assert [t["query"] for t in first].count("q2") == 1  # under the cap: untouched
+    others = {tuple((t["positive"], t["negative"]) for t in build_triples(PAIRS, max_per_query=5, seed=s)
+                    if t["query"] == "q1") for s in range(10)}
+    assert len(others) > 1  # the seed matters
+
+
+def test_random_negatives_never_the_query_or_its_positives():
+    triples = build_triples(PAIRS, max_per_query=1, random_negatives=2, seed=0)
+    assert triples == build_triples(PAIRS, max_per_query=1, random_negatives=2, seed=0)
+    # per query: the capped labelled triples, then 2 random negatives per positive pair
+    assert [t["query"] for t in triples] == ["q1"] * (1 + 3 * 2) + ["q2"] * (1 + 2) + ["q3"] * 2
+    for t in triples:
+        assert t["negative"] != t["query"]
+        assert t["negative"] not in {p["text_b"] for p in PAIRS if p["text_a"] == t["query"] and p["positive"]}
+
+
+# ---------------------------------------------------------------- readers
+
+def test_mrpc_layout_reads_by_configuration_alone(tmp_path):
+    path = write(tmp_path / "test.tsv",
+                 "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                 '1\t11\t12\tHe said " the witness " lied .\t" The witness " lied , he said .\n'
+                 "0\t13\t14\tShares fell 5 % .\tShares rose .\n", bom=True)
+    reader = READERS.get("text_matching", "t")(format="tsv", header=1, label_column=0, text_a_column="#1 String",
+                                               text_b_column=4, quoting=False)
+    examples = reader.read(path, "test")
+    assert [(e["text_a"], e["text_b"], e["label"]) for e in examples] == [
+        ('He said " the witness " lied .', '" The witness " lied , he said .', "1"),
+        ("Shares fell 5 % .", "Shares rose .", "0")]
+    assert examples[1]["source"] == f"{path}:3"
+
+
+def test_jsonl_pairs_and_custom_labels(tmp_path):
+    path = write(tmp_path / "d.jsonl", '{"q": "a", "d": "b", "y": "yes"}\n{"q": "c", "d": "d", "y": "no"}\n')
+    reader = READERS.get("text_matching", "t")(format="jsonl", text_a_column="q", text_b_column="d",
+                                               label_column="y", positive_label="yes", negative_label="no")
+    examples = reader.read(path, "train")
+    assert reader.build_labels(examples) == ["no", "yes"]
+    assert reader.model_args(["no", "yes"], examples) == {"num_labels": 2, "class_counts": [1, 1]}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a\tb\t2\n", r"d\.tsv:1: label '2' is neither the positive label '1' nor the negative label '0'"),
+    ("a\tb\t1\nc\td\n", r"d\.tsv:2: expected a column 2 for 'label'"),
+    ("a\tb\t1\n \tb\t0\n", r"d\.tsv:2: empty text_a"),
+])
+def test_bad_rows_name_file_and_line(tmp_path, text, message):
+    reader = READERS.get("text_matching", "t")()
+    with pytest.raises(DataError, match=message):
+        reader.read(write(tmp_path / "d.tsv", text), "train")
+
+
+def test_predict_file_may_leave_out_labels(tmp_path):
+    reader = READERS.get("text_matching_siamese", "t")()
+    examples = reader.read(write(tmp_path / "p.tsv", "a\tb\nc\td\n"), "predict")
+    assert [e["label"] for e in examples] == [None, None]
+
+
+def test_pairwise_reader_builds_triples_or_positive_pairs(tmp_path):
+    path = write(tmp_path / "t.tsv", "q\tp\t1\nq\tn\t0\nq\tp\t1\nr\ts\t1\n")
+    Pairwise = READERS.get("text_matching_pairwise", "t")
+    triples = Pairwise().read(path, "train")
+    assert [(t["query"], t["positive"], t["negative"]) for t in triples] == [("q", "p", "n")]
+    positives = Pairwise(negatives="in_batch").read(path, "train")
+    assert [(t["query"], t["positive"]) for t in positives] == [("q", "p"), ("r", "s")]  # duplicates dropped
+    assert Pairwise(negatives="in_batch").model_args(["0", "1"], positives) == {"negatives": "in_batch"}
+    dev = Pairwise().read(path, "dev")  # every other split is labelled pairs
+    assert [e["label"] for e in dev] == ["1", "0", "1", "1"]
+
+
+def test_pairwise_reader_triples_file(tmp_path):
+    path = write(tmp_path / "t.jsonl", '{"query": "q", "positive": "p", "negative": "n"}\n'
+                                       '{"query": "q", "positive": "p"}\n')
+    reader = READERS.get("text_matching_pairwise", "t")(format="jsonl", train_format="triples")
+    with pytest.raises(DataError, match=r"t\.jsonl:2: missing field 'negative' for 'negative'"):
+        reader.read(path, "train")
+
+
+def test_pairwise_reader_without_triples_says_what_to_do(tmp_path):
+    path = write(tmp_path / "t.tsv", "q\tp\t1\nr\tn\t0\n")
+    with pytest.raises(DataError, match=r"t\.tsv: no training triples: .*random_negatives"):
+        READERS.get("text_matching_pairwise", "t")().read(path, "train")
+    items = READERS.get("text_matching_pairwise", "t")(random_negatives=1).read(path, "train")
+    assert [(t["query"], t["positive"]) for t in items] == [("q", "p")] and items[0]["negative"] in ("r", "n")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"positive_label": "0"}, r"dataset_reader\.negative_label: must differ from positive_label"),
+    ({"max_triples_per_query": 0}, r"dataset_reader\.max_triples_per_query: must be >= 1, got 0"),
+    ({"random_negatives": -1}, r"dataset_reader\.random_negatives: must be >= 0, got -1"),
+    ({"random_negatives": 2, "negatives": "in_batch"}, r"dataset_reader\.random_negatives: only used when"),
+])
+def test_reader_config_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        READERS.get("text_matching_pairwise", "t")(**kwargs)
+
+
+def test_in_batch_collate_drops_duplicate_queries_and_positives():
+    reader = READERS.get("text_matching_pairwise", "t")(negatives="in_batch")
+    features = [{"query_input_ids": [2, 5], "positive_input_ids": [2, 6]},
+                {"query_input_ids": [2, 5], "positive_input_ids": [2, 7]},   # same query
+                {"query_input_ids": [2, 8], "positive_input_ids": [2, 6]},   # same positive
+                {"query_input_ids": [2, 9, 9], "positive_input_ids": [2, 4]}]
+    batch = reader.collate(features, pad_id=0)
+    assert set(batch) == {"query_input_ids", "positive_input_ids"}
+    np.testing.assert_array_equal(batch["query_input_ids"], [[2, 5, 0], [2, 9, 9]])
+
+
+# ---------------------------------------------------------------- threshold
+
+def brute_force_best_f1(gold, scores):
+    best = 0.0
+    for t in sorted(set(scores)):
+        pred = [s >= t for s in scores]
+        tp = sum(p and g for p, g in zip(pred, gold))
+        best = max(best, 2 * tp / (sum(pred) + sum(gold)))
+    return best
+
+
+def test_best_f1_threshold_matches_brute_force():
+    rng = np.random.RandomState(0)
+    for _ in range(20):
+        gold = rng.randint(0, 2, size=30)
+        scores = np.round(rng.rand(30), 1)  # ties on purpose
+        threshold, f1 = best_f1_threshold(gold, scores)
+        assert f1 == pytest.approx(brute_force_best_f1(gold.tolist(), scores.tolist()))
+        assert matching_metrics(gold, scores, threshold)["f1"] == pytest.approx(f1)
+
+
+def test_best_f1_threshold_is_halfway_to_the_next_score():
+    assert best_f1_threshold([1, 1, 0, 0], [0.9, 0.8, 0.4, 0.1]) == (pytest.approx(0.6), 1.0)
+    assert best_f1_threshold([0, 0], [0.3, 0.2])[1] == 0.0
+
+
+def test_threshold_is_tuned_on_dev_saved_and_reused():
+    reader = READERS.get("text_matching", "t")()
+    examples = [{"text_a": "a", "text_b": str(i), "label": g, "source": f"d:{i}"}
+                for i, g in enumerate("1100")]
+    predictions = [{"score": s, "probs": np.array([1 - s, s])} for s in (0.9, 0.3, 0.2, 0.1)]
+    labels = ["0", "1"]
+    assert reader.evaluate(examples, predictions, labels)["threshold"] == 0.5  # nothing tuned yet
+    state = reader.fit(examples, predictions, labels)
+    assert state == {"threshold": pytest.approx(0.25), "tuned": True, "dev_f1": 1.0}
+    metrics = reader.evaluate(examples, predictions, labels)
+    assert metrics["f1"] == 1.0 and metrics["auc"] == 1.0
+    assert metrics["argmax_f1"] == pytest.approx(2 / 3)  # pointwise: also at the argmax (0.5 here)
+
+    fresh = READERS.get("text_matching", "t")()
+    fresh.load_state(state)  # what the runner does with best/reader_state.json
+    rows = fresh.prediction_rows(examples, predictions, labels)
+    assert [r["label"] for r in rows] == ["1", "1", "0", "0"]
+    assert set(rows[0]) == {"text_a", "text_b", "score", "label", "probs", "gold"}
+
+    fixed = READERS.get("text_matching", "t")(threshold=0.95)
+    assert fixed.fit(examples, predictions, labels) == {"threshold": 0.95, "tuned": False}
+    assert fixed.evaluate(examples, predictions, labels)["recall"] == 0.0
+
+
+# ---------------------------------------------------------------- models
+
+@pytest.fixture(scope="module")
+def encoder():
+    from paddlenlp.transformers import ErnieConfig, ErnieModel
+
+    paddle.seed(0)
+    return ErnieModel(ErnieConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=32, pad_token_id=0))
+
+
+def ids(rows, cols=6, seed=0):
+    rng = np.random.RandomState(seed)
+    out = rng.randint(5, 30, size=(rows, cols))
+    out[:, -1] = 0  # some padding
+    return paddle.to_tensor(out, dtype="int64")
+
+
+def check_loss(loss, model):
+    assert loss.shape == [] and np.isfinite(float(loss))
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(np.isfinite(g.numpy()).all() for g in grads)
+    model.clear_gradients()
+
+
+CLASSIFICATION_LOSSES = [{"name": "ce"}, {"name": "focal", "gamma": 2.0, "alpha": "balanced"}, {"name": "dice"},
+                         {"name": "ghm"}, {"name": "ohem", "base": {"name": "ce"}, "ratio": 0.5}]
+
+
+@pytest.mark.parametrize("loss", CLASSIFICATION_LOSSES, ids=lambda loss: loss["name"])
+def test_fc_pointwise_forward(encoder, loss):
+    model = MODELS.get("ErnieMatchingFcPointwise", "m")(encoder, num_labels=2, class_counts=[6, 2], loss=loss)
+    token_types = paddle.to_tensor(np.repeat([[0, 0, 0, 1, 1, 1]], 4, axis=0), dtype="int64")
+    out = model(ids(4), token_types, labels=paddle.to_tensor([0, 1, 1, 0]))
+    assert out["logits"].shape == [4, 2]
+    check_loss(out["loss"], model)
+    probs = model.decode(model(ids(4), token_types), {})["probs"].numpy()
+    np.testing.assert_allclose(probs.sum(-1), 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("loss", CLASSIFICATION_LOSSES, ids=lambda loss: loss["name"])
+def test_siamese_pointwise_forward(encoder, loss):
+    model = MODELS.get("ErnieMatchingSiamesePointwise", "m")(encoder, num_labels=2, class_counts=[6, 2], loss=loss)
+    out = model(ids(4), ids(4, 5, seed=1), labels=paddle.to_tensor([0, 1, 1, 0]))
+    assert out["logits"].shape == [4, 2]
+    check_loss(out["loss"], model)
+    assert "loss" not in model(ids(4), ids(4, 5, seed=1))
+
+
+PAIR_LOSSES = [{"name": "pairwise_hinge", "margin": 0.2}, {"name": "circle"}, {"name": "nce"}]
+EMBEDDING_LOSSES = [{"name": "infonce"}, {"name": "sum_hinge"}, {"name": "max_hinge"}]
+
+
+@pytest.mark.parametrize("negatives, loss", [("labelled", loss) for loss in
+                                             PAIR_LOSSES + EMBEDDING_LOSSES + [{"name": "triplet"}]]
+                         + [("in_batch", loss) for loss in PAIR_LOSSES + EMBEDDING_LOSSES],
+                         ids=lambda x: x["name"] if isinstance(x, dict) else x)
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_pairwise_forward(encoder, negatives, loss, pooling):
+    model = MODELS.get("ErnieMatchingSiamesePairwise", "m")(encoder, negatives=negatives, loss=loss,
+                                                            pooling=pooling)
+    negative = ids(4, 7, seed=2) if negatives == "labelled" else None
+    out = model(ids(4), positive_input_ids=ids(4, 5, seed=1), negative_input_ids=negative)
+    check_loss(out["loss"], model)
+    model.eval()
+    scores = model.decode(model(ids(4), title_input_ids=ids(4, 5, seed=1)), {})["scores"]
+    assert scores.shape == [4] and (scores.abs() <= 1 + 1e-5).all()  # cosine
+    trained_on = model(ids(4), positive_input_ids=ids(4, 5, seed=1), negative_input_ids=negative)["scores"]
+    np.testing.assert_allclose(scores.numpy(), trained_on.numpy(), rtol=1e-5)  # a pair scores as it trains
+    model.train()
+
+
+def test_pairwise_dot_similarity(encoder):
+    model = MODELS.get("ErnieMatchingSiamesePairwise", "m")(encoder, loss={"name": "pairwise_hinge"},
+                                                            similarity="dot")
+    model.eval()
+    q, t = ids(3), ids(3, seed=1)
+    expected = (model.embed(q) * model.embed(t)).sum(-1)
+    np.testing.assert_allclose(model(q, t)["scores"].numpy(), expected.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name, kwargs, loss, message", [
+    ("ErnieMatchingSiamesePairwise", {}, {"name": "ce"},
+     r"model\.loss\.name: 'ce' does not fit a pairwise matcher \(losses that fit: circle, infonce"),
+    ("ErnieMatchingSiamesePairwise", {"negatives": "in_batch"}, {"name": "triplet"},
+     r"model\.loss\.name: 'triplet' needs one labelled negative per pair"),
+    ("ErnieMatchingSiamesePairwise", {"similarity": "dot"}, {"name": "circle"},
+     r"model\.loss\.name: 'circle' expects cosine similarities"),
+    ("ErnieMatchingFcPointwise", {"num_labels": 2}, {"name": "circle"},
+     r"model\.loss\.name: 'circle' does not fit a classification model"),
+    ("ErnieMatchingSiamesePointwise", {"num_labels": 2}, {"name": "kl"},
+     r"model\.loss\.name: 'kl' takes multi-hot targets"),
+    ("ErnieMatchingFcPointwise", {"num_labels": 2, "dropout": 1.0}, {"name": "ce"},
+     r"model\.dropout: must be in \[0, 1\), got 1\.0"),
+])
+def test_model_config_errors(encoder, name, kwargs, loss, message):
+    with pytest.raises(ConfigError, match=message):
+        MODELS.get(name, "m")(encoder, loss=loss, **kwargs)
+
+
+def test_models_name_their_readers():
+    for name, reader in (("ErnieMatchingFcPointwise", "text_matching"),
+                         ("ErnieMatchingSiamesePointwise", "text_matching_siamese"),
+                         ("ErnieMatchingSiamesePairwise", "text_matching_pairwise")):
+        assert MODELS.get(name, "m").READERS == (reader,)
+    # the pairwise model's forward parameters are the keys its reader's batches carry
+    params = list(inspect.signature(MODELS.get("ErnieMatchingSiamesePairwise", "m").forward).parameters)[1:]
+    assert params == ["query_input_ids", "title_input_ids", "positive_input_ids", "negative_input_ids"]

@@ -1,0 +1,87 @@
+"""Few-step CPU runs of the matching examples: train, eval, predict, reload, export."""
+import json
+import os
+
+import pytest
+
+import run_trainer
+
+FAST = ["--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.batch_size=16",
+        "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
+PAIRWISE = "examples/mtch_ernie_pairwise_simnet_with_circle_loss.json"
+
+
+def run(example, out, *extra):
+    return run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={out}", *FAST, *extra])
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def pairwise(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("pairwise") / "out")
+    assert run(PAIRWISE, out) == 0
+    return out
+
+
+def test_pairwise_run_tunes_saves_and_reuses_the_threshold(pairwise):
+    state = read_json(os.path.join(pairwise, "best", "reader_state.json"))
+    assert state["tuned"] is True
+    metrics = read_json(os.path.join(pairwise, "metrics.json"))
+    assert metrics["best"]["metric"] == "auc"
+    for split in ("dev", "test"):
+        assert metrics[split]["threshold"] == state["threshold"]  # dev-tuned, reused for test
+        assert 0 <= metrics[split]["auc"] <= 1 and 0 <= metrics[split]["f1"] <= 1
+        assert "argmax_f1" not in metrics[split]  # similarity models have no argmax
+    assert metrics["dev"]["f1"] == pytest.approx(state["dev_f1"])
+    rows = read_jsonl(os.path.join(pairwise, "predictions.jsonl"))
+    assert len(rows) == 40 and set(rows[0]) == {"text_a", "text_b", "score", "label"}
+    assert all(r["label"] == ("1" if r["score"] >= state["threshold"] else "0") for r in rows)
+
+
+def test_reloaded_model_predicts_with_the_saved_threshold(pairwise, tmp_path):
+    out = str(tmp_path / "again")
+    assert run(PAIRWISE, out, "--do", "eval,predict", "--set", f"trainer.init_from={pairwise}/best") == 0
+    before, after = read_json(os.path.join(pairwise, "metrics.json")), read_json(os.path.join(out, "metrics.json"))
+    assert after["test"]["threshold"] == before["test"]["threshold"]
+    assert after["test"]["f1"] == before["test"]["f1"]
+    first, again = (read_jsonl(os.path.join(d, "predictions.jsonl")) for d in (pairwise, out))
+    assert [r["label"] for r in again] == [r["label"] for r in first]
+
+
+def test_pairwise_export_scores_pairs(pairwise):
+    assert run(PAIRWISE, pairwise, "--do", "export") == 0
+    folder = os.path.join(pairwise, "best", "inference")
+    assert any(name.startswith("model.") for name in os.listdir(folder))
+
+
+def test_pointwise_reports_at_threshold_and_argmax(tmp_path):
+    out = str(tmp_path / "fc")
+    assert run("examples/mtch_ernie_fc_pointwise_with_focal.json", out, "--set", "trainer.max_steps=2") == 0
+    metrics = read_json(os.path.join(out, "metrics.json"))
+    assert {"loss", "auc", "f1", "threshold", "argmax_accuracy", "argmax_f1"} <= set(metrics["test"])
+    row = read_jsonl(os.path.join(out, "predictions.jsonl"))[0]
+    assert row["score"] == pytest.approx(row["probs"]["1"], abs=1e-5)
+
+
+def test_bad_label_in_dev_is_reported_with_file_and_line(tmp_path, capsys):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("还款\t怎么还钱\t1\n还款\t怎么开通\tyes\n", encoding="utf-8")
+    code = run(PAIRWISE, str(tmp_path / "out"), "--set", f"dataset_reader.dev={dev}")
+    assert code == 2
+    assert f"error: {dev}:2: label 'yes' is neither the positive label '1' nor the negative label '0'" \
+        in capsys.readouterr().err
+
+
+def test_loss_that_does_not_fit_is_a_config_error(tmp_path, capsys):
+    code = run(PAIRWISE, str(tmp_path / "out"), "--set", 'model.loss={"name": "ce"}')
+    assert code == 2
+    assert "error: model.loss.name: 'ce' does not fit a pairwise matcher" in capsys.readouterr().err
