@@ -1,0 +1,109 @@
+"""ERNIE taggers: a softmax head and a linear-chain CRF head.
+
+Both read the encoder's state at the first word piece of each input token
+(``positions``), so their logits and tags are over tokens, not pieces.
+"""
+from typing import Optional
+
+import paddle
+
+from appzoo.errors import ConfigError
+from appzoo.losses import build_loss
+from appzoo.models import encode
+from appzoo.registry import MODELS
+from tasks.sequence_labeling.crf import LinearChainCrf
+from tasks.sequence_labeling.schemes import transition_masks
+
+
+class _Tagger(paddle.nn.Layer):
+    READERS = ("sequence_labeling",)
+    INJECTED = ("encoder", "num_labels", "class_counts", "tag_names", "scheme")
+    LOSS_FAMILY = "classification"
+
+    def __init__(self, encoder, num_labels, dropout):
+        super().__init__()
+        if not 0 <= dropout < 1:
+            raise ConfigError(f"model.dropout: must be in [0, 1), got {dropout}")
+        self.encoder = encoder
+        self.dropout = paddle.nn.Dropout(dropout)
+        self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
+
+    def _token_loss(self, loss, class_counts):
+        loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family=self.LOSS_FAMILY)
+        if getattr(loss_fn, "TARGET", "both") == "multi_hot":
+            raise ConfigError(f"model.loss.name: {loss['name']!r} needs multi-hot targets; "
+                              f"a tagger has one gold tag per token")
+        return loss_fn
+
+    def emissions(self, input_ids, token_type_ids, positions):
+        """Per-token tag scores ``[B, N, C]`` read at the first piece of each token."""
+        sequence, _, _ = encode(self.encoder, input_ids, token_type_ids)
+        index = positions.unsqueeze(-1).expand([-1, -1, sequence.shape[-1]])
+        return self.classifier(self.dropout(paddle.take_along_axis(sequence, index, axis=1)))
+
+    def input_spec(self):
+        spec = paddle.static.InputSpec
+        return [spec([None, None], "int64", "input_ids"), spec([None, None], "int64", "positions"),
+                spec([None], "int64", "lengths"), spec([None, None], "int64", "token_type_ids"),
+                spec([None, 2], "int64", "sentence_edges")]
+
+
+@MODELS.register("ErnieFcSeqLabel")
+class ErnieFcSeqLabel(_Tagger):
+    """Token states -> dropout -> linear, one softmax per token; the loss
+    (``ce``, weighted ``ce``, ``focal``, ``dice``, ``ghm``, ``ohem``, ...) comes
+    from ``model.loss`` and sees only real tokens."""
+
+    def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
+                 loss: Optional[dict] = None, dropout: float = 0.1):
+        super().__init__(encoder, num_labels, dropout)
+        self.loss_fn = self._token_loss(loss or {"name": "ce"}, class_counts)
+
+    def forward(self, input_ids, positions, lengths, token_type_ids=None, sentence_edges=None, labels=None):
+        logits = self.emissions(input_ids, token_type_ids, positions)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = self.loss_fn(logits, labels)  # padding carries -100
+        return out
+
+    def decode(self, outputs, batch):
+        return {"tags": outputs["logits"].argmax(axis=-1)}
+
+
+@MODELS.register("ErnieCrfSeqLabel")
+class ErnieCrfSeqLabel(_Tagger):
+    """Token states -> dropout -> linear emissions -> linear-chain CRF.
+
+    Trained on the CRF negative log-likelihood (mean over sequences), plus
+    ``loss_weight`` times a token loss on the emissions when ``model.loss`` is
+    given (e.g. dice). Decoded with Viterbi. With ``constrained`` (default)
+    transitions the tag scheme forbids (``O`` -> ``I-X`` under BIO, ``B-X`` ->
+    ``O`` under BIOES, ...) are excluded from both the likelihood and
+    decoding; gold sequences that break the scheme are left out of the CRF loss.
+    """
+
+    def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
+                 loss: Optional[dict] = None, loss_weight: float = 1.0, dropout: float = 0.1,
+                 constrained: bool = True):
+        super().__init__(encoder, num_labels, dropout)
+        if loss_weight < 0:
+            raise ConfigError(f"model.loss_weight: must be >= 0, got {loss_weight}")
+        allowed = transition_masks(tag_names, scheme) if constrained and tag_names and scheme else None
+        self.crf = LinearChainCrf(num_labels, allowed)
+        self.loss_fn = self._token_loss(loss, class_counts) if loss else None
+        self.loss_weight = loss_weight
+
+    def forward(self, input_ids, positions, lengths, token_type_ids=None, sentence_edges=None, labels=None):
+        logits = self.emissions(input_ids, token_type_ids, positions)
+        out = {"logits": logits}
+        if labels is not None:
+            log_likelihood = self.crf.log_likelihood(logits, labels, lengths, sentence_edges)
+            keep = self.crf.path_allowed(labels, lengths, sentence_edges).astype(logits.dtype)
+            loss = -(log_likelihood * keep).sum() / keep.sum().clip(min=1.0)
+            if self.loss_fn is not None:
+                loss = loss + self.loss_weight * self.loss_fn(logits, labels)
+            out["loss"] = loss
+        return out
+
+    def decode(self, outputs, batch):
+        return {"tags": self.crf.viterbi(outputs["logits"], batch["lengths"], batch.get("sentence_edges"))}

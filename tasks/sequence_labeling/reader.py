@@ -1,0 +1,429 @@
+"""Reader for sequence labeling (NER): CoNLL columns, the appzoo line format, JSONL.
+
+Every input token gets exactly one predicted tag: tokens are tokenised one
+by one (a token the tokenizer drops, such as a space, becomes ``[UNK]``),
+the first piece of each token carries its tag, and a sentence longer than
+``max_seq_len`` is cut into overlapping windows whose predictions are merged
+back, each token taking the tag of the window where it has the most context.
+"""
+import json
+from typing import Literal, Optional, Union
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from appzoo.data.reader import DatasetReader, pad
+from appzoo.data.tabular import open_text
+from appzoo.errors import ConfigError, DataError
+from appzoo.metrics.sequence_labeling import entity_spans
+from appzoo.registry import METRICS, READERS, did_you_mean
+from tasks.sequence_labeling.schemes import check_tag, detect_scheme, invalid_position, tag_order
+
+Column = Union[int, str, None]
+
+
+@READERS.register("sequence_labeling")
+class SequenceLabelingReader(DatasetReader):
+    """Sentences of tokens and their tags.
+
+    * ``conll``: one token per line, columns split by ``delimiter`` (default:
+      tab when the line has one, else any run of whitespace), the token in
+      column ``token_column`` (default 0) and the tag in ``tag_column``
+      (default 1; negative counts from the end); a blank line ends a sentence,
+      ``-DOCSTART-`` lines are skipped.
+    * ``line``: one sentence per line, ``tokens<TAB>tags``, each side split on
+      spaces.
+    * ``jsonl``: one object per line with a token list (field ``token_column``,
+      default ``tokens``; a string is read as its characters) and a tag list
+      (``tag_column``, default ``tags``).
+
+    Predict files may leave the tags out.
+    """
+
+    default_metric = "micro_f1"
+
+    def __init__(self, format: Literal["conll", "line", "jsonl"] = "conll", token_column: Column = None,
+                 tag_column: Column = None, delimiter: Optional[str] = None,
+                 scheme: Literal["auto", "BIO", "IOB1", "BIOES", "BMES"] = "auto",
+                 label_file: Optional[str] = None, window_overlap: int = 16,
+                 invalid_gold: Literal["warn", "error"] = "warn", dev_from_train: float = 0.0,
+                 split_seed: int = 13):
+        if format == "line" and (token_column is not None or tag_column is not None or delimiter is not None):
+            key = "token_column" if token_column is not None else "tag_column" if tag_column is not None \
+                else "delimiter"
+            raise ConfigError(f"dataset_reader.{key}: not used with format 'line' "
+                              f"(tokens<TAB>tags, each side split on spaces)")
+        want = {"conll": int, "jsonl": str}.get(format)
+        for key, value in (("token_column", token_column), ("tag_column", tag_column)):
+            if want and value is not None and (type(value) is not want):
+                kind = "a column index" if want is int else "a field name"
+                raise ConfigError(f"dataset_reader.{key}: format {format!r} needs {kind}, got {value!r}")
+        if delimiter is not None and format != "conll":
+            raise ConfigError(f"dataset_reader.delimiter: only used with format 'conll', got format {format!r}")
+        if delimiter == "":
+            raise ConfigError("dataset_reader.delimiter: must not be empty (null splits on tab or whitespace)")
+        if window_overlap < 0:
+            raise ConfigError(f"dataset_reader.window_overlap: must be >= 0, got {window_overlap}")
+        if not 0 <= dev_from_train < 1:
+            raise ConfigError(f"dataset_reader.dev_from_train: must be in [0, 1), got {dev_from_train}")
+        if format == "conll" and token_column is not None and token_column == tag_column:
+            raise ConfigError(f"dataset_reader.tag_column: the same column as token_column ({token_column})")
+        self.format = format
+        default_columns = {"conll": (0, 1), "jsonl": ("tokens", "tags"), "line": (None, None)}[format]
+        self.token_column = default_columns[0] if token_column is None else token_column
+        self.tag_column = default_columns[1] if tag_column is None else tag_column
+        self.delimiter = delimiter
+        self.configured_scheme = scheme
+        self.scheme = None if scheme == "auto" else scheme
+        self.label_file = label_file
+        self.window_overlap = window_overlap
+        self.invalid_gold = invalid_gold
+        self.dev_from_train = dev_from_train
+        self.split_seed = split_seed
+        self._train_path = None
+
+    # ---- reading ---------------------------------------------------------
+    def read(self, path, split):
+        with open_text(path) as handle:
+            reader = {"conll": self._read_conll, "line": self._read_line, "jsonl": self._read_jsonl}[self.format]
+            examples = list(reader(handle, path, split))
+        if not examples and split != "predict":
+            raise DataError(f"{path}: no sentences")
+        return self._carve_dev(examples, path, split)
+
+    def _carve_dev(self, examples, path, split):
+        """With ``dev_from_train``, train and dev read one file: a seeded
+        random share of its sentences is dev, the rest train."""
+        if not self.dev_from_train or split not in ("train", "dev"):
+            return examples
+        if split == "train":
+            self._train_path = path
+        elif self._train_path is not None and self._train_path != path:
+            raise ConfigError(f"dataset_reader.dev_from_train: dev is carved out of the training file, so "
+                              f"dataset_reader.dev must name the same file as dataset_reader.train "
+                              f"({self._train_path!r}), got {path!r}")
+        size = max(1, round(len(examples) * self.dev_from_train))
+        held = set(np.random.RandomState(self.split_seed).permutation(len(examples))[:size].tolist())
+        return [e for i, e in enumerate(examples) if (i in held) == (split == "dev")]
+
+    def _columns(self, line):
+        if self.delimiter is not None:
+            return line.split(self.delimiter)
+        return line.split("\t") if "\t" in line else line.split()
+
+    def _read_conll(self, handle, path, split):
+        tokens, tags, first = [], [], None
+        for number, raw in enumerate(handle, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip() or line.startswith("-DOCSTART-"):
+                if tokens:
+                    yield self._example(tokens, tags, path, first, split, conll=True)
+                tokens, tags, first = [], [], None
+                continue
+            columns = self._columns(line)
+            try:
+                token = columns[self.token_column]
+            except IndexError:
+                raise DataError(f"{path}:{number}: no token column {self.token_column} "
+                                f"(the line has {len(columns)} column(s): {line!r})") from None
+            try:
+                tag = columns[self.tag_column].strip()
+            except IndexError:
+                if split != "predict":
+                    raise DataError(f"{path}:{number}: no tag column {self.tag_column} "
+                                    f"(the line has {len(columns)} column(s): {line!r})") from None
+                tag = None
+            if not tag and tag is not None:
+                raise DataError(f"{path}:{number}: empty tag in column {self.tag_column}: {line!r}")
+            if first is None:
+                first = number
+            tokens.append(token)
+            tags.append(tag)
+        if tokens:  # the last sentence may lack a trailing blank line
+            yield self._example(tokens, tags, path, first, split, conll=True)
+
+    def _read_line(self, handle, path, split):
+        blank = None
+        for number, raw in enumerate(handle, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                blank = blank or number
+                continue
+            if blank is not None:
+                raise DataError(f"{path}:{blank}: empty sentence (the line format holds one sentence per line)")
+            parts = line.split("\t")
+            if len(parts) > 2:
+                raise DataError(f"{path}:{number}: expected tokens<TAB>tags, got {len(parts)} tab-separated fields")
+            tokens = parts[0].split()
+            tags = parts[1].split() if len(parts) == 2 else None
+            if tags is None and split != "predict":
+                raise DataError(f"{path}:{number}: no tags (expected tokens<TAB>tags)")
+            yield self._example(tokens, tags, path, number, split)
+
+    def _read_jsonl(self, handle, path, split):
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+            if self.token_column not in row:
+                raise DataError(f"{path}:{number}: no field {self.token_column!r} "
+                                f"(fields: {', '.join(map(str, row))})")
+            tokens = row[self.token_column]
+            tokens = list(tokens) if isinstance(tokens, str) else tokens
+            tags = row.get(self.tag_column)
+            if tags is None and split != "predict":
+                raise DataError(f"{path}:{number}: no field {self.tag_column!r} (fields: {', '.join(map(str, row))})")
+            tags = tags.split() if isinstance(tags, str) else tags
+            for name, values in (("tokens", tokens), ("tags", tags)):
+                if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
+                    raise DataError(f"{path}:{number}: {name} must be a list of strings, got {values!r}")
+            if any(t == "" for t in tokens):
+                raise DataError(f"{path}:{number}: empty token at position {tokens.index('')}")
+            yield self._example(tokens, tags, path, number, split)
+
+    def _example(self, tokens, tags, path, line, split, conll=False):
+        where = f"{path}:{line}"
+        if not tokens:
+            raise DataError(f"{where}: empty sentence")
+        if tags is not None and all(t is None for t in tags):
+            tags = None
+        if tags is not None and None in tags:
+            missing = tags.index(None)
+            raise DataError(f"{path}:{line + missing}: no tag, while other tokens of the sentence have one")
+        if tags is not None and len(tags) != len(tokens):
+            raise DataError(f"{where}: {len(tokens)} tokens but {len(tags)} tags")
+        return {"tokens": tokens, "tags": tags, "path": path, "line": line, "conll": conll}
+
+    @staticmethod
+    def where(example, position):
+        """``file:line`` of one token (CoNLL files have a line per token)."""
+        if example["conll"]:
+            return f"{example['path']}:{example['line'] + position}"
+        return f"{example['path']}:{example['line']} (token {position + 1})"
+
+    # ---- labels and scheme ----------------------------------------------
+    def build_labels(self, train_examples):
+        if self.label_file:
+            try:
+                with open(self.label_file, encoding="utf-8-sig") as f:
+                    labels = [line.strip() for line in f if line.strip()]
+            except FileNotFoundError:
+                raise ConfigError(f"dataset_reader.label_file: no such file {self.label_file!r}") from None
+            if len(set(labels)) != len(labels):
+                raise DataError(f"{self.label_file}: a tag is listed twice")
+            self._resolve_scheme(labels, train_examples)
+            self.check_labels(train_examples, labels, "the training file")
+            return labels
+        labels = sorted({t for e in train_examples for t in e["tags"]}, key=tag_order)
+        self._resolve_scheme(labels, train_examples)
+        self._check_tags(train_examples, labels, known=None)
+        self._report_invalid(train_examples, "train")
+        return labels
+
+    def _resolve_scheme(self, labels, examples=None):
+        if self.scheme is None:
+            gold = [e["tags"] for e in examples or () if e["tags"] is not None]
+            self.scheme = detect_scheme(gold or [[t] for t in labels])
+
+    def _check_tags(self, examples, labels, known):
+        """Every tag fits the scheme and, given ``known``, is in the label set."""
+        for example in examples:
+            for i, tag in enumerate(example["tags"] or ()):
+                if known is not None and tag not in known:
+                    raise DataError(f"{self.where(example, i)}: tag {tag!r} is not in the label set"
+                                    f"{did_you_mean(tag, labels)} (labels: {', '.join(labels)})")
+                problem = check_tag(tag, self.scheme)
+                if problem:
+                    hint = "" if self.configured_scheme != "auto" else " (detected; set dataset_reader.scheme)"
+                    raise DataError(f"{self.where(example, i)}: {problem}{hint}")
+
+    def check_labels(self, examples, labels, path):
+        self._resolve_scheme(labels, examples)
+        self._check_tags(examples, labels, known=set(labels))
+        self._report_invalid(examples, path)
+
+    def _report_invalid(self, examples, name):
+        """Gold sequences that break the scheme are reported, never repaired:
+        seqeval's strict mode does not count their broken chunks as entities,
+        and the CRF leaves them out of its loss."""
+        bad = []
+        for example in examples:
+            if example["tags"] is not None:
+                position = invalid_position(example["tags"], self.scheme)
+                if position is not None:
+                    previous = example["tags"][position - 1] if position else "(start)"
+                    bad.append(f"{self.where(example, position)}: {previous} -> {example['tags'][position]}")
+        if not bad:
+            return
+        message = (f"{len(bad)} gold sentence(s) in {name} break scheme {self.scheme}: "
+                   + "; ".join(bad[:3]) + (" ..." if len(bad) > 3 else ""))
+        if self.invalid_gold == "error":
+            raise DataError(message)
+        tqdm.write(f"note: {message} (kept as they are; dataset_reader.invalid_gold=error refuses them)")
+
+    def model_args(self, labels, train_examples):
+        self._resolve_scheme(labels, train_examples)
+        counts = None
+        if train_examples:
+            index = {name: i for i, name in enumerate(labels)}
+            counts = [0] * len(labels)
+            for example in train_examples:
+                for tag in example["tags"]:
+                    counts[index[tag]] += 1
+        return {"num_labels": len(labels), "class_counts": counts, "tag_names": list(labels),
+                "scheme": self.scheme}
+
+    def fit(self, examples, predictions, labels):
+        return {"scheme": self.scheme}
+
+    def load_state(self, state):
+        saved = state.get("scheme")
+        if saved and self.configured_scheme == "auto":
+            self.scheme = saved
+
+    def texts(self, examples):
+        return (" ".join(example["tokens"]) for example in examples)
+
+    # ---- features --------------------------------------------------------
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        budget = max_seq_len - 2  # [CLS] and [SEP]
+        if self.window_overlap >= budget:
+            raise ConfigError(f"dataset_reader.window_overlap: must be < max_seq_len - 2 = {budget}, "
+                              f"got {self.window_overlap}")
+        index = {name: i for i, name in enumerate(labels)}
+        pieces_of = TokenPieces(tokenizer, budget)
+        features, windowed = [], 0
+        for number, example in enumerate(tqdm(examples, desc=f"tokenize {split}", unit="sent", leave=False,
+                                              mininterval=2)):
+            pieces = [pieces_of(token) for token in example["tokens"]]
+            spans = windows([len(p) for p in pieces], budget, self.window_overlap)
+            windowed += len(spans) > 1
+            tags = [index[t] for t in example["tags"]] if example["tags"] is not None else None
+            for start, end in spans:
+                ids, positions = [tokenizer.cls_token_id], []
+                for piece_ids in pieces[start:end]:
+                    positions.append(len(ids))
+                    ids.extend(piece_ids)
+                ids.append(tokenizer.sep_token_id)
+                feature = {"input_ids": ids, "positions": positions, "example": number, "span": (start, end),
+                           "edges": (int(start == 0), int(end == len(pieces)))}
+                if tags is not None:
+                    feature["labels"] = tags[start:end]
+                features.append(feature)
+        if windowed:
+            tqdm.write(f"note: {windowed} of {len(examples)} {split} sentences are longer than "
+                       f"max_seq_len={max_seq_len} and are split into overlapping windows "
+                       f"(window_overlap={self.window_overlap} tokens)")
+        if pieces_of.cut:
+            tqdm.write(f"note: {pieces_of.cut} distinct {split} token(s) have more than {budget} word pieces; "
+                       f"only their first {budget} pieces are used")
+        return features
+
+    def collate(self, features, pad_id):
+        input_ids = pad([f["input_ids"] for f in features], pad_id)
+        batch = {"input_ids": input_ids, "token_type_ids": np.zeros_like(input_ids),
+                 "positions": pad([f["positions"] for f in features], 0),
+                 "lengths": np.asarray([len(f["positions"]) for f in features], dtype="int64"),
+                 "sentence_edges": np.asarray([f["edges"] for f in features], dtype="int64")}
+        if all("labels" in f for f in features):
+            batch["labels"] = pad([f["labels"] for f in features], -100)
+        return batch
+
+    # ---- output side -----------------------------------------------------
+    def decode(self, examples, features, outputs, labels):
+        """Merge window predictions: each token takes the tag of the window in
+        which it is farthest from a cut edge."""
+        tags = [np.full(len(e["tokens"]), -1, dtype="int64") for e in examples]
+        context = [np.full(len(e["tokens"]), -1, dtype="int64") for e in examples]
+        for feature, row in zip(features, outputs["tags"]):
+            number, (start, end) = feature["example"], feature["span"]
+            position = np.arange(start, end)
+            far = np.full_like(position, len(tags[number]))  # a real sentence edge is not a cut
+            left = far if feature["edges"][0] else position - start
+            right = far if feature["edges"][1] else end - 1 - position
+            score = np.minimum(left, right)
+            better = score > context[number][start:end]
+            tags[number][start:end][better] = np.asarray(row[:end - start])[better]
+            context[number][start:end][better] = score[better]
+        predictions = []
+        for example, ids in zip(examples, tags):
+            if (ids < 0).any():  # an encode/decode bug, never the user's data
+                raise RuntimeError(f"{example['path']}:{example['line']}: a token got no prediction")
+            predictions.append({"tags": [labels[i] for i in ids]})
+        return predictions
+
+    def evaluate(self, examples, predictions, labels):
+        gold = [e["tags"] for e in examples]
+        pred = [p["tags"] for p in predictions]
+        return METRICS.get("sequence_labeling", "metric")(gold, pred, self.scheme)
+
+    def prediction_rows(self, examples, predictions, labels):
+        rows = []
+        for example, p in zip(examples, predictions):
+            tokens = example["tokens"]
+            entities = [{"type": kind, "start": start, "end": end, "text": join_tokens(tokens[start:end])}
+                        for kind, start, end in entity_spans(p["tags"], self.scheme)]
+            row = {"tokens": tokens, "tags": p["tags"], "entities": entities}
+            if example["tags"] is not None:
+                row["gold"] = example["tags"]
+            rows.append(row)
+        return rows
+
+
+class TokenPieces:
+    """Word-piece ids of one input token, cached per distinct token. A token
+    the tokenizer drops entirely (a space, a control character) becomes
+    ``[UNK]``, so that it keeps its position and its tag."""
+
+    def __init__(self, tokenizer, budget):
+        self.tokenizer = tokenizer
+        self.budget = budget
+        self.cache = {}
+        self.cut = 0
+
+    def __call__(self, token):
+        ids = self.cache.get(token)
+        if ids is None:
+            ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(token)) \
+                or [self.tokenizer.unk_token_id]
+            if len(ids) > self.budget:
+                self.cut += 1
+                ids = ids[:self.budget]
+            self.cache[token] = ids
+        return ids
+
+
+def windows(piece_counts, budget, overlap):
+    """``[(start, end)]`` token ranges, each fitting ``budget`` pieces; the next
+    window starts ``overlap`` tokens before the previous one ended (and at
+    least one token later than it started). One window when all fit."""
+    spans, start, total = [], 0, len(piece_counts)
+    while True:
+        end, used = start, 0
+        while end < total and used + piece_counts[end] <= budget:
+            used += piece_counts[end]
+            end += 1
+        spans.append((start, end))
+        if end >= total:
+            return spans
+        start = max(start + 1, end - overlap)
+
+
+def join_tokens(tokens):
+    """Entity text: CJK characters are joined directly, other tokens with spaces."""
+    text = ""
+    for token in tokens:
+        if text and not (_is_cjk(text[-1]) or _is_cjk(token[:1])):
+            text += " "
+        text += token
+    return text
+
+
+def _is_cjk(char):
+    return bool(char) and ("\u4e00" <= char <= "\u9fff" or "\u3400" <= char <= "\u4dbf"
+                           or "\u3000" <= char <= "\u303f" or "\uff00" <= char <= "\uffef")
