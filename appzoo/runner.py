@@ -153,9 +153,13 @@ def run(plan):
 
     logger.set_level("WARNING")  # paddlenlp logs every config/tokenizer save at INFO
     cfg, data = plan.trainer, plan.data
+    if not cfg.progress_bar:
+        os.environ["TQDM_DISABLE"] = "1"  # also the readers' tokenisation bars
     started = time.time()
     if cfg.device == "cpu" or (cfg.device == "auto" and not paddle.is_compiled_with_cuda()):
         paddle.set_device("cpu")
+    if cfg.num_threads:
+        paddle.base.core.set_num_threads(cfg.num_threads)  # paddle is loaded: OMP_NUM_THREADS is too late
     paddle.seed(cfg.seed)
     reader = plan.reader_class(**plan.reader_kwargs)
     splits = {s: reader.read(getattr(data, s), s) for s in SPLITS
