@@ -42,11 +42,10 @@ class _Tagger(paddle.nn.Layer):
         return self.classifier(self.dropout(paddle.take_along_axis(sequence, index, axis=1)))
 
     def input_spec(self):
+        """The exported graph maps ``input_ids`` and ``positions`` to the
+        per-token ``logits`` (emissions); CRF decoding stays in Python."""
         spec = paddle.static.InputSpec
-        return [spec([None, None], "int64", "input_ids"), spec([None, None], "int64", "positions"),
-                spec([None], "int64", "lengths"), spec([None, None], "int64", "token_type_ids"),
-                spec([None, 2], "int64", "sentence_edges")]
-
+        return [spec([None, None], "int64", "input_ids"), spec([None, None], "int64", "positions")]
 
 @MODELS.register("ErnieFcSeqLabel")
 class ErnieFcSeqLabel(_Tagger):
@@ -59,7 +58,7 @@ class ErnieFcSeqLabel(_Tagger):
         super().__init__(encoder, num_labels, dropout)
         self.loss_fn = self._token_loss(loss or {"name": "ce"}, class_counts)
 
-    def forward(self, input_ids, positions, lengths, token_type_ids=None, sentence_edges=None, labels=None):
+    def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
         logits = self.emissions(input_ids, token_type_ids, positions)
         out = {"logits": logits}
         if labels is not None:
@@ -93,10 +92,12 @@ class ErnieCrfSeqLabel(_Tagger):
         self.loss_fn = self._token_loss(loss, class_counts) if loss else None
         self.loss_weight = loss_weight
 
-    def forward(self, input_ids, positions, lengths, token_type_ids=None, sentence_edges=None, labels=None):
+    def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
         logits = self.emissions(input_ids, token_type_ids, positions)
         out = {"logits": logits}
         if labels is not None:
+            if lengths is None:  # every position is a real token
+                lengths = paddle.full([labels.shape[0]], labels.shape[1], dtype="int64")
             log_likelihood = self.crf.log_likelihood(logits, labels, lengths, sentence_edges)
             keep = self.crf.path_allowed(labels, lengths, sentence_edges).astype(logits.dtype)
             loss = -(log_likelihood * keep).sum() / keep.sum().clip(min=1.0)

@@ -1,0 +1,98 @@
+"""Sequence labeling end to end: the NER examples train, evaluate, predict and export."""
+import json
+import os
+
+import pytest
+
+import run_trainer
+
+FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
+
+
+def _rows(folder):
+    with open(os.path.join(folder, "predictions.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _predict_tokens():
+    sentences, tokens = [], []
+    with open("data/ner/predict.txt", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                tokens.append(line.rstrip("\n"))
+            elif tokens:
+                sentences.append(tokens)
+                tokens = []
+    return sentences + ([tokens] if tokens else [])
+
+
+def test_fc_example_train_eval_predict_export_and_reload(tmp_path):
+    out = str(tmp_path / "fc")
+    argv = ["--param_path", "examples/ner_ernie_fc_ch.json", "--set", f"trainer.output_dir={out}",
+            "--do", "train,eval,predict,export", *FAST]
+    assert run_trainer.main(argv) == 0
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    assert metrics["best"]["metric"] == "micro_f1"
+    assert {"micro_f1", "macro_f1", "token_accuracy", "per_type"} <= set(metrics["test"])
+    assert set(metrics["test"]["per_type"]) <= {"PER", "ORG", "LOC", "PROD"}
+    rows = _rows(out)
+    expected = _predict_tokens()
+    assert [r["tokens"] for r in rows] == expected  # long sentences included: windows are merged back
+    assert all(len(r["tags"]) == len(r["tokens"]) for r in rows)
+    assert any(len(r["tokens"]) > 64 for r in rows)
+    for row in rows:
+        for entity in row["entities"]:
+            assert 0 <= entity["start"] < entity["end"] <= len(row["tokens"])
+            assert entity["text"] == "".join(row["tokens"][entity["start"]:entity["end"]])
+    assert os.path.isfile(os.path.join(out, "best", "inference", "model.pdiparams"))
+
+    # predicting again from best/ alone gives the same tags
+    os.remove(os.path.join(out, "predictions.jsonl"))
+    assert run_trainer.main(["--param_path", "examples/ner_ernie_fc_ch.json", "--set", f"trainer.output_dir={out}",
+                             "--do", "predict", *FAST]) == 0
+    assert [r["tags"] for r in _rows(out)] == [r["tags"] for r in rows]
+
+
+def test_crf_example_runs_and_decodes_valid_sequences(tmp_path):
+    from tasks.sequence_labeling.schemes import invalid_position
+
+    out = str(tmp_path / "crf")
+    argv = ["--param_path", "examples/ner_ernie_crf_ch.json", "--set", f"trainer.output_dir={out}", *FAST]
+    assert run_trainer.main(argv) == 0
+    rows = _rows(out)
+    assert all(invalid_position(r["tags"], "BIO") is None for r in rows if len(r["tokens"]) <= 62)
+
+
+@pytest.mark.parametrize("name", ["ner_ernie_fc_ch", "ner_ernie_fc_with_dice", "ner_ernie_fc_with_focal",
+                                  "ner_ernie_crf_ch"])
+def test_examples_validate(name):
+    from appzoo.config import load_param_file
+    from appzoo.runner import validate
+
+    plan = validate(load_param_file(f"examples/{name}.json"), name)
+    assert plan.reader_class.__name__ == "SequenceLabelingReader"
+
+
+def test_unknown_dev_tag_stops_the_run_with_file_and_line(tmp_path, capsys):
+    train = tmp_path / "train.txt"
+    train.write_text("张\tB-PER\n三\tI-PER\n来\tO\n", encoding="utf-8")
+    dev = tmp_path / "dev.txt"
+    dev.write_text("李\tB-PER\n\n四\tB-LOC\n", encoding="utf-8")
+    with open("examples/ner_ernie_fc_ch.json", encoding="utf-8") as f:
+        config = json.load(f)
+    config["dataset_reader"].update(train=str(train), dev=str(dev), test=None, predict=None)
+    config["dataset_reader"] = {k: v for k, v in config["dataset_reader"].items() if v is not None}
+    config["trainer"]["output_dir"] = str(tmp_path / "out")
+    param = tmp_path / "param.json"
+    param.write_text(json.dumps(config), encoding="utf-8")
+    argv = ["--param_path", str(param), *FAST]
+    assert run_trainer.main(argv) == 2
+    assert f"error: {dev}:3: tag 'B-LOC' is not in the label set" in capsys.readouterr().err
+
+
+def test_bad_reader_key_is_a_config_error(capsys):
+    argv = ["--param_path", "examples/ner_ernie_crf_ch.json", "--set", "dataset_reader.schem=BIO", *FAST]
+    assert run_trainer.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "dataset_reader.schem: unknown key" in err and "did you mean 'scheme'?" in err
