@@ -7,7 +7,7 @@
 import argparse
 import sys
 
-import appzoo  # noqa: F401  (CPU defaults: must come before paddle is imported)
+from appzoo.env import import_paddle_quietly  # sets CPU defaults: must come before paddle
 from appzoo.errors import UserError
 
 
@@ -34,6 +34,7 @@ def list_registered():
 
 def main(argv=None):
     args = parse_args(argv)
+    import_paddle_quietly()
     try:
         import appzoo.losses  # noqa: F401  (registers the losses)
         import appzoo.metrics  # noqa: F401

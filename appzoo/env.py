@@ -40,3 +40,25 @@ def configure_cpu(num_threads=None):
         "MKL_DEBUG_CPU_TYPE": os.environ.get("MKL_DEBUG_CPU_TYPE"),
         "applied_before_paddle_import": "paddle" not in sys.modules,
     }
+
+
+# Lines paddle and its dependencies print at import that say nothing to a user
+# of this toolkit: the OMP warning is about the very setting made above.
+_IMPORT_NOISE = ("WARNING: OMP_NUM_THREADS set to", "PLEASE USE OMP_NUM_THREADS WISELY")
+
+
+def import_paddle_quietly():
+    """Import paddle (and the library warnings it triggers) without the noise
+    above; anything else it prints still reaches stderr."""
+    import contextlib
+    import io
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+    warnings.filterwarnings("ignore", message="No ccache found")
+    captured = io.StringIO()
+    with contextlib.redirect_stderr(captured):
+        import paddle  # noqa: F401
+    for line in captured.getvalue().splitlines():
+        if line.strip() and not line.startswith(_IMPORT_NOISE):
+            print(line, file=sys.stderr)

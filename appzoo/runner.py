@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import time
+from typing import Optional
 
 from appzoo.config import check_kwargs
 from appzoo.encoders import parse_encoder_spec
@@ -21,11 +22,11 @@ SPLITS = ("train", "dev", "test", "predict")
 class DatasetConfig:
     """The keys of ``dataset_reader`` that every task shares; the rest go to the reader."""
 
-    type: str = None
-    train: str = None
-    dev: str = None
-    test: str = None
-    predict: str = None
+    type: Optional[str] = None
+    train: Optional[str] = None
+    dev: Optional[str] = None
+    test: Optional[str] = None
+    predict: Optional[str] = None
     max_seq_len: int = 128
 
 
@@ -43,12 +44,15 @@ class Plan:
     trainer: TrainerConfig
     do: list
     init_from: str  # a best/ folder to start from, or None
+    source: str = "<param file>"  # the param file, for messages
 
 
 def validate(config, param_path="<param file>", do=None):
     """Check the whole param file and return a :class:`Plan`."""
     try:
-        return _validate(config, do)
+        plan = _validate(config, do)
+        plan.source = param_path
+        return plan
     except ConfigError as e:
         raise ConfigError(f"{param_path}: {e}") from None
 
@@ -185,8 +189,11 @@ def run(plan):
         injected = reader.model_args(labels, splits.get("train"))
     loss = plan.model_kwargs.get("loss")
     if loss is not None:  # fail on a bad loss before any weights are loaded
-        build_loss(loss, key_path="model.loss", class_counts=injected.get("class_counts"),
-                   family=plan.model_class.LOSS_FAMILY)
+        try:
+            build_loss(loss, key_path="model.loss", class_counts=injected.get("class_counts"),
+                       family=plan.model_class.LOSS_FAMILY)
+        except ConfigError as e:
+            raise ConfigError(f"{plan.source}: {e}") from None
 
     os.makedirs(cfg.output_dir, exist_ok=True)
     if plan.encoder is not None and not (plan.init_from and "train" not in plan.do):

@@ -136,6 +136,8 @@ class Trainer:
         if self._evaluated_at != self.state.global_step:
             self._evaluate_and_save(dev)
         bar.close()
+        if self.world_size > 1:
+            paddle.distributed.barrier()  # rank 0 may still be writing best/ that every rank reloads
         return self.state
 
     def _log_loss(self, running, started):
