@@ -140,6 +140,9 @@ def _paddle_folder(folder):
     if not os.path.exists(os.path.join(target, "model_state.pdparams")):
         shutil.copytree(folder, target, dirs_exist_ok=True)
         AutoModel.from_pretrained(target, convert_from_torch=True)
+    for name in TORCH_WEIGHTS:  # paddlenlp would load model.safetensors before the converted weights
+        if os.path.exists(os.path.join(target, name)):
+            os.remove(os.path.join(target, name))
     return target
 
 
