@@ -6,10 +6,10 @@ from the repo root).
 The questions are synthetic customer-service questions in Chinese, in the
 style of AFQMC: an intent (repay, raise the limit, overdue, ...) about a
 product (花呗, 借呗, ...), each intent written in several ways. Two questions
-match when they ask the same intent about the same product. Negatives are
-hard on purpose: the same product with another intent, or the same intent
-about another product, so that the words shared by the two questions do not
-give the answer away. Every query appears with one or two positives and one
+match when they ask the same intent about the same product. Two negatives
+in three are hard on purpose: the same product with another intent, or the
+same intent about another product, so that the words shared by the two
+questions do not give the answer away; the rest share neither. Every query appears with one or two positives and one
 to three negatives, so that triples can be built by grouping on the query,
 and 3% of the labels are flipped (annotation noise).
 
@@ -34,8 +34,9 @@ INTENTS = {
 }
 PREFIX = ["", "", "", "请问", "你好，", "我想问一下", "咨询一下，"]
 SUFFIX = ["", "", "？", "？", "呢", "啊"]
-SIZES = {"train": 300, "dev": 80, "test": 80, "predict": 12}  # queries per split
+SIZES = {"train": 450, "dev": 80, "test": 80, "predict": 12}  # queries per split
 NOISE = 0.03
+EASY = 0.35  # share of negatives that share neither product nor intent
 
 
 def question(rng, product, intent, avoid=None):
@@ -44,7 +45,11 @@ def question(rng, product, intent, avoid=None):
     return template, rng.choice(PREFIX) + template.format(p=product) + rng.choice(SUFFIX)
 
 
-def hard_negative(rng, product, intent):
+def negative(rng, product, intent):
+    """Mostly hard (one of product / intent shared), a third easy (neither)."""
+    if rng.random() < EASY:
+        other_product = rng.choice([p for p in PRODUCTS if p != product])
+        return question(rng, other_product, rng.choice([i for i in INTENTS if i != intent]))[1]
     if rng.random() < 0.5:
         other = rng.choice([i for i in INTENTS if i != intent])
         return question(rng, product, other)[1]
@@ -57,7 +62,7 @@ def make_group(rng):
     product, intent = rng.choice(PRODUCTS), rng.choice(list(INTENTS))
     template, query = question(rng, product, intent)
     pairs = [(question(rng, product, intent, avoid=template)[1], "1") for _ in range(rng.choice([1, 1, 2]))]
-    pairs += [(hard_negative(rng, product, intent), "0") for _ in range(rng.choice([1, 2, 3]))]
+    pairs += [(negative(rng, product, intent), "0") for _ in range(rng.choice([1, 2, 3]))]
     rng.shuffle(pairs)
     return query, pairs
 

@@ -43,7 +43,7 @@ def test_pairwise_run_tunes_saves_and_reuses_the_threshold(pairwise):
         assert "argmax_f1" not in metrics[split]  # similarity models have no argmax
     assert metrics["dev"]["f1"] == pytest.approx(state["dev_f1"])
     rows = read_jsonl(os.path.join(pairwise, "predictions.jsonl"))
-    assert len(rows) == 40 and set(rows[0]) == {"text_a", "text_b", "score", "label"}
+    assert len(rows) == 43 and set(rows[0]) == {"text_a", "text_b", "score", "label"}
     assert all(r["label"] == ("1" if r["score"] >= state["threshold"] else "0") for r in rows)
 
 
