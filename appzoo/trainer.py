@@ -131,7 +131,8 @@ class Trainer:
             if self.state.global_step >= total:
                 break
             self._log_loss(running, started)
-            self._evaluate_and_save(dev)
+            if self._evaluated_at != self.state.global_step:  # eval_steps may have just done it
+                self._evaluate_and_save(dev)
         self._log_loss(running, started)
         if self._evaluated_at != self.state.global_step:
             self._evaluate_and_save(dev)
