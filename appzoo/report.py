@@ -74,9 +74,11 @@ def _plots(output_dir, metrics, history, labels):
             ax.imshow(matrix, cmap="Blues")
             ax.set_xticks(range(len(names)), names, rotation=90)
             ax.set_yticks(range(len(names)), names)
+            top = max(max(row) for row in matrix) or 1
             for i, row in enumerate(matrix):
                 for j, value in enumerate(row):
-                    ax.text(j, i, str(value), ha="center", va="center", fontsize=8)
+                    ax.text(j, i, str(value), ha="center", va="center", fontsize=8,
+                            color="white" if value > top / 2 else "black")
             ax.set_xlabel("predicted")
             ax.set_ylabel("gold")
             ax.set_title(f"Confusion matrix ({split})")
