@@ -310,9 +310,10 @@ def test_metrics_equal_seqeval_strict(scheme):
 
     gold, pred = CASES[scheme]
     ours = sequence_labeling_metrics(gold, pred, scheme)
-    mapped = [[t.replace("M-", "I-") for t in s] for s in (gold if scheme == "BMES" else [])]
-    gold_s = mapped or gold
-    pred_s = [[t.replace("M-", "I-") for t in s] for s in pred] if scheme == "BMES" else pred
+    def as_iobes(sentences):  # seqeval has no BMES: M- is its I-
+        return [["I-" + t[2:] if t.startswith("M-") else t for t in s] for s in sentences]
+
+    gold_s, pred_s = (as_iobes(gold), as_iobes(pred)) if scheme == "BMES" else (gold, pred)
     report = classification_report(gold_s, pred_s, mode="strict", output_dict=True, zero_division=0,
                                    scheme={"BIO": IOB2, "IOB1": IOB1, "BIOES": IOBES, "BMES": IOBES}[scheme])
     for average in ("micro", "macro", "weighted"):
