@@ -85,9 +85,9 @@ def _validate(config, do):
 
     modes = trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
                            if split is None or getattr(data, split)]
-    if "eval" in modes and "train" not in modes and not (data.dev or data.test):
-        raise ConfigError("trainer.do: 'eval' needs dataset_reader.dev or dataset_reader.test")
-    if "eval" in modes and trainer.do is None and not (data.dev or data.test):
+    if "eval" in modes and not (data.dev or data.test):
+        if trainer.do is not None:
+            raise ConfigError("trainer.do: 'eval' needs dataset_reader.dev or dataset_reader.test")
         modes.remove("eval")
     for mode, split in (("train", "train"), ("predict", "predict")):
         if mode in modes and not getattr(data, split):

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from appzoo import callbacks as cb
 from appzoo.encoders import save_encoder
+from appzoo.errors import ConfigError, DataError
 
 MODEL_FILE = "model_state.pdparams"
 STATE_FILE = "trainer_state.json"
@@ -87,7 +88,8 @@ class Trainer:
         per_epoch = len(batches(train_features, cfg.batch_size, shuffle=True,
                                 world_size=self.world_size))
         if per_epoch == 0:
-            raise ValueError("no training batches: the training file has fewer examples than ranks")
+            raise DataError(f"the training data has {len(train_features)} example(s), fewer than the "
+                            f"{self.world_size} data-parallel processes")
         total = cfg.max_steps if cfg.max_steps > 0 else per_epoch * cfg.epochs
         epochs = math.ceil(total / per_epoch)
         warmup = cfg.warmup_steps or cfg.warmup_proportion
@@ -251,10 +253,12 @@ class Trainer:
         if resume is True:
             found = checkpoint_folders(root)
             if not found:
-                raise ValueError(f"trainer.resume: no checkpoint in {root}")
+                raise ConfigError(f"trainer.resume: no checkpoint to resume from in {root!r}")
             folder = found[-1]
         else:
             folder = resume
+            if not os.path.isfile(os.path.join(folder, STATE_FILE)):
+                raise ConfigError(f"trainer.resume: {folder!r} is not a checkpoint folder (no {STATE_FILE})")
         self.model.set_state_dict(paddle.load(os.path.join(folder, MODEL_FILE)))
         self._load_optimizer_state(paddle.load(os.path.join(folder, "optimizer.pdopt")))
         self.scheduler.set_state_dict(paddle.load(os.path.join(folder, "scheduler.pdparams")))

@@ -251,3 +251,58 @@ def test_cpu_defaults_are_set_before_paddle_loads(monkeypatch):
     env["OMP_NUM_THREADS"] = "3"  # the user's value wins
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[0] == "3"
+
+
+# ---- errors that need the data or the run ----------------------------------------------
+def cli(tmp_path, *args):
+    return run_trainer.main(["--param_path", EXAMPLE, "--set", f"trainer.output_dir={tmp_path / 'out'}",
+                             "--set", "trainer.progress_bar=false", *args])
+
+
+def test_reader_of_another_task_is_refused(config):
+    config["dataset_reader"]["type"] = "sequence_labeling"
+    with pytest.raises(ConfigError, match=r"dataset_reader\.type: ErnieFcClassification reads text_classification, not 'sequence_labeling'"):
+        validate(config)
+
+
+def test_eval_only_needs_dev_or_test(config):
+    for split in ("dev", "test"):
+        del config["dataset_reader"][split]
+    config["trainer"]["do"] = ["train", "eval"]
+    with pytest.raises(ConfigError, match=r"trainer\.do: 'eval' needs dataset_reader\.dev or dataset_reader\.test"):
+        validate(config)
+
+
+def test_init_from_must_be_a_best_folder(config):
+    config["trainer"]["init_from"] = "configs"
+    with pytest.raises(ConfigError, match=r"trainer\.init_from: 'configs' is not a best/ folder of an appzoo run"):
+        validate(config)
+
+
+def test_resume_without_checkpoint(tmp_path, capsys):
+    assert cli(tmp_path, "--set", "trainer.resume=true") == 2
+    assert "trainer.resume: no checkpoint to resume from in" in capsys.readouterr().err
+
+
+def test_unknown_metric_for_best_lists_the_metrics(tmp_path, capsys):
+    assert cli(tmp_path, "--set", "trainer.metric_for_best=f1", "--set", "trainer.max_steps=1") == 2
+    err = capsys.readouterr().err
+    assert "trainer.metric_for_best: 'f1' is not a dev metric of this task (available: " in err
+    assert "macro_f1" in err and err.count("\n") == 1
+
+
+def test_bad_loss_for_the_model_names_the_fitting_losses(tmp_path, capsys):
+    assert cli(tmp_path, "--set", "model.loss.name=circle") == 2
+    err = capsys.readouterr().err
+    assert "examples/cls_ernie_fc_with_focal.json" not in err  # the message names the file that was given
+    assert f"{EXAMPLE}: model.loss.name: 'circle' does not fit a classification model (losses that fit: bce, ce" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_data_error_exits_2_with_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "dev.tsv"
+    bad.write_text("好文章\tsports\n坏文章\tsport\n", encoding="utf-8")
+    assert cli(tmp_path, "--set", f"dataset_reader.dev={bad}") == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2: label 'sport' is not in the label set; did you mean 'sports'?" in err
+    assert not (tmp_path / "out").exists()
