@@ -52,7 +52,8 @@ class MatchingReader(DatasetReader):
         if header < 0:
             raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
         if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
-            raise ConfigError(f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
+            raise ConfigError(
+                f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
         if positive_label == negative_label:
             raise ConfigError(f"dataset_reader.negative_label: must differ from positive_label, "
                               f"both are {positive_label!r}")
