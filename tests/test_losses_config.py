@@ -68,6 +68,9 @@ def test_family_mismatch_lists_what_fits():
     with pytest.raises(ConfigError, match=r"task\.loss\.name: 'ce' does not fit a embedding model"):
         build_loss({"name": "ce"}, key_path="task.loss", family="embedding")
     assert type(build_loss({"name": "infonce"}, family="embedding")).__name__ == "InfoNCELoss"
+    assert type(build_loss({"name": "circle"}, family=("pair", "embedding"))).__name__ == "CircleLoss"
+    with pytest.raises(ConfigError, match=r"'ce' does not fit a pair or embedding model \(losses that fit: circle, infonce, max_hinge, nce, pairwise_hinge, sum_hinge, triplet\)"):
+        build_loss({"name": "ce"}, family=("pair", "embedding"))
     with pytest.raises(ValueError, match="family"):
         losses_for("ranking")
 

@@ -280,7 +280,7 @@ def test_pairwise_dot_similarity(encoder):
 
 @pytest.mark.parametrize("name, kwargs, loss, message", [
     ("ErnieMatchingSiamesePairwise", {}, {"name": "ce"},
-     r"model\.loss\.name: 'ce' does not fit a pairwise matcher \(losses that fit: circle, infonce"),
+     r"model\.loss\.name: 'ce' does not fit a pair or embedding model \(losses that fit: circle, infonce"),
     ("ErnieMatchingSiamesePairwise", {"negatives": "in_batch"}, {"name": "triplet"},
      r"model\.loss\.name: 'triplet' needs one labelled negative per pair"),
     ("ErnieMatchingSiamesePairwise", {"similarity": "dot"}, {"name": "circle"},

@@ -84,4 +84,6 @@ def test_bad_label_in_dev_is_reported_with_file_and_line(tmp_path, capsys):
 def test_loss_that_does_not_fit_is_a_config_error(tmp_path, capsys):
     code = run(PAIRWISE, str(tmp_path / "out"), "--set", 'model.loss={"name": "ce"}')
     assert code == 2
-    assert "error: model.loss.name: 'ce' does not fit a pairwise matcher" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"error: {PAIRWISE}: model.loss.name: 'ce' does not fit a pair or embedding model" in err
+    assert not (tmp_path / "out").exists()  # refused before the encoder or the output folder

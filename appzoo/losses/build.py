@@ -25,7 +25,8 @@ def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
         class_counts: training label counts per class, used where the config
             says ``"balanced"``.
         family: the call shape the model needs (``"classification"``,
-            ``"pair"`` or ``"embedding"``); a loss of another family is refused.
+            ``"pair"`` or ``"embedding"``, or a tuple of those the model
+            accepts); a loss of another family is refused.
 
     Raises ConfigError naming the full key path for: a missing or unknown
     name, a loss that does not fit ``family``, unknown keys, wrong types and
@@ -39,11 +40,14 @@ def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
     name = cfg["name"]
     cls = LOSSES.get(name, f"{key_path}.name")
     if family is not None:
-        if family not in FAMILIES:
-            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
-        if cls.FAMILY != family:
-            raise ConfigError(f"{key_path}.name: {name!r} does not fit a {family} model "
-                              f"(losses that fit: {', '.join(losses_for(family))})")
+        families = (family,) if isinstance(family, str) else tuple(family)
+        for one in families:
+            if one not in FAMILIES:
+                raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {one!r}")
+        if cls.FAMILY not in families:
+            fits = sorted(n for one in families for n in losses_for(one))
+            raise ConfigError(f"{key_path}.name: {name!r} does not fit a {' or '.join(families)} model "
+                              f"(losses that fit: {', '.join(fits)})")
     kwargs = {k: v for k, v in cfg.items() if k != "name"}
     check_kwargs(cls, kwargs, key_path, injected=_INJECTED, label=name)
     accepted = inspect.signature(cls.__init__).parameters

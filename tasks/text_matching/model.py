@@ -6,7 +6,7 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.errors import ConfigError
-from appzoo.losses import build_loss, losses_for
+from appzoo.losses import build_loss
 from appzoo.models import encode, pool
 from appzoo.registry import MODELS
 
@@ -130,18 +130,14 @@ class ErnieMatchingSiamesePairwise(_Siamese):
 
     READERS = ("text_matching_pairwise",)
     INJECTED = ("encoder", "negatives")
-    LOSS_FAMILY = None  # pair or embedding: checked in __init__
+    LOSS_FAMILY = ("pair", "embedding")
 
     def __init__(self, encoder, negatives="labelled", loss: Optional[dict] = None,
                  similarity: Literal["cosine", "dot"] = "cosine", pooling: Literal["cls", "mean"] = "mean"):
         super().__init__(encoder, pooling)
         loss = loss or {"name": "circle"}
-        self.loss_fn = build_loss(loss, key_path="model.loss")
+        self.loss_fn = build_loss(loss, key_path="model.loss", family=self.LOSS_FAMILY)
         family = self.loss_fn.FAMILY
-        if family not in ("pair", "embedding"):
-            fits = losses_for("pair") + losses_for("embedding")
-            raise ConfigError(f"model.loss.name: {loss['name']!r} does not fit a pairwise matcher "
-                              f"(losses that fit: {', '.join(sorted(fits))})")
         if loss["name"] == "triplet" and negatives == "in_batch":
             raise ConfigError("model.loss.name: 'triplet' needs one labelled negative per pair; set "
                               "dataset_reader.negatives to 'labelled' or use infonce / sum_hinge / max_hinge")
