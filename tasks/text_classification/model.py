@@ -5,9 +5,7 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.config import Range
-from appzoo.errors import ConfigError
-from appzoo.losses import build_loss
-from appzoo.models import encode, pool
+from appzoo.models import classification_loss, dropout_layer, encode, pool
 from appzoo.registry import MODELS
 
 
@@ -24,18 +22,12 @@ class ErnieFcClassification(paddle.nn.Layer):
                  loss: Optional[dict] = None, dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1,
                  pooling: Literal["cls", "mean"] = "cls"):
         super().__init__()
-        loss = loss or {"name": "bce" if multi_label else "ce"}
         self.encoder = encoder
         self.pooling = pooling
         self.multi_label = multi_label
-        self.dropout = paddle.nn.Dropout(dropout)
+        self.dropout = dropout_layer(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
-        self.loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts,
-                                  family=self.LOSS_FAMILY)
-        target = getattr(self.loss_fn, "TARGET", "both")
-        if target == ("index" if multi_label else "multi_hot"):
-            kind = "multi-label" if multi_label else "single-label"
-            raise ConfigError(f"model.loss.name: {loss['name']!r} does not fit {kind} classification")
+        self.loss_fn = classification_loss(loss, class_counts, multi_label)
 
     def forward(self, input_ids, token_type_ids=None, labels=None):
         sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)

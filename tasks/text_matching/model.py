@@ -1,63 +1,31 @@
 """ERNIE matchers: a cross-encoder, a siamese classifier and a siamese
 similarity model ("simnet") trained pairwise or with in-batch negatives."""
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Range
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
-from appzoo.models import encode, pool
+from appzoo.models import classification_loss, dropout_layer, encode, pool
 from appzoo.registry import MODELS
-
-
-def _classification_loss(loss, class_counts):
-    loss = loss or {"name": "ce"}
-    loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family="classification")
-    if getattr(loss_fn, "TARGET", "both") == "multi_hot":
-        raise ConfigError(f"model.loss.name: {loss['name']!r} takes multi-hot targets; a pointwise matcher "
-                          f"has one label per pair (use ce, focal, dice, ghm, ...)")
-    return loss_fn
-
-
-def _check_dropout(dropout):
-    if not 0 <= dropout < 1:
-        raise ConfigError(f"model.dropout: must be in [0, 1), got {dropout}")
+from tasks.text_classification.model import ErnieFcClassification
 
 
 @MODELS.register("ErnieMatchingFcPointwise")
-class ErnieMatchingFcPointwise(paddle.nn.Layer):
+class ErnieMatchingFcPointwise(ErnieFcClassification):
     """Cross-encoder: ``[CLS] a [SEP] b [SEP]`` -> pooled -> dropout -> linear
-    over the two labels; any single-label classification loss."""
+    over the two labels (the text classifier on a text pair); any single-label
+    classification loss."""
 
     READERS = ("text_matching",)
     INJECTED = ("encoder", "num_labels", "class_counts")
-    LOSS_FAMILY = "classification"
 
     def __init__(self, encoder, num_labels, class_counts=None, loss: Optional[dict] = None,
-                 dropout: float = 0.1, pooling: Literal["cls", "mean"] = "cls"):
-        super().__init__()
-        _check_dropout(dropout)
-        self.encoder = encoder
-        self.pooling = pooling
-        self.dropout = paddle.nn.Dropout(dropout)
-        self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
-        self.loss_fn = _classification_loss(loss, class_counts)
-
-    def forward(self, input_ids, token_type_ids=None, labels=None):
-        sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)
-        logits = self.classifier(self.dropout(pool(sequence, pooled, mask, self.pooling)))
-        out = {"logits": logits}
-        if labels is not None:
-            out["loss"] = self.loss_fn(logits, labels)
-        return out
-
-    def decode(self, outputs, batch):
-        return {"probs": F.softmax(outputs["logits"], axis=-1)}
-
-    def input_spec(self):
-        return [paddle.static.InputSpec([None, None], "int64", "input_ids"),
-                paddle.static.InputSpec([None, None], "int64", "token_type_ids")]
+                 dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, pooling: Literal["cls", "mean"] = "cls"):
+        super().__init__(encoder, num_labels, class_counts, multi_label=False, loss=loss, dropout=dropout,
+                         pooling=pooling)
 
 
 class _Siamese(paddle.nn.Layer):
@@ -88,12 +56,11 @@ class ErnieMatchingSiamesePointwise(_Siamese):
     LOSS_FAMILY = "classification"
 
     def __init__(self, encoder, num_labels, class_counts=None, loss: Optional[dict] = None,
-                 dropout: float = 0.1, pooling: Literal["cls", "mean"] = "mean"):
+                 dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, pooling: Literal["cls", "mean"] = "mean"):
         super().__init__(encoder, pooling)
-        _check_dropout(dropout)
-        self.dropout = paddle.nn.Dropout(dropout)
+        self.dropout = dropout_layer(dropout)
         self.classifier = paddle.nn.Linear(4 * encoder.config.hidden_size, num_labels)
-        self.loss_fn = _classification_loss(loss, class_counts)
+        self.loss_fn = classification_loss(loss, class_counts)
 
     def forward(self, query_input_ids, title_input_ids, labels=None):
         u, v = self.embed(query_input_ids), self.embed(title_input_ids)
