@@ -8,6 +8,8 @@ and the rows of ``predictions.jsonl``. The trainer only moves batches.
 """
 import numpy as np
 
+from appzoo.errors import ConfigError, DataError
+
 
 class DatasetReader:
     """Base class; subclasses implement the methods that raise."""
@@ -78,3 +80,18 @@ def pad(sequences, value, dtype="int64"):
     for i, seq in enumerate(sequences):
         out[i, : len(seq)] = seq
     return out
+
+
+def read_label_file(path, what="label"):
+    """Labels (or tags) one per line, in the file's order; blank lines skipped."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            labels = [line.strip() for line in f if line.strip()]
+    except FileNotFoundError:
+        raise ConfigError(f"dataset_reader.label_file: no such file {path!r}") from None
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise DataError(f"{path}: the {what} {label!r} is listed twice")
+        seen.add(label)
+    return labels

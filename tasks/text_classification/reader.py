@@ -4,7 +4,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 from tqdm.auto import tqdm
 
-from appzoo.data.reader import DatasetReader, pad
+from appzoo.data.reader import DatasetReader, pad, read_label_file
 from appzoo.data.tabular import read_rows
 from appzoo.errors import ConfigError, DataError
 from appzoo.registry import METRICS, READERS, did_you_mean
@@ -71,13 +71,7 @@ class ClassificationReader(DatasetReader):
 
     def build_labels(self, train_examples):
         if self.label_file:
-            try:
-                with open(self.label_file, encoding="utf-8-sig") as f:
-                    labels = [line.strip() for line in f if line.strip()]
-            except FileNotFoundError:
-                raise ConfigError(f"dataset_reader.label_file: no such file {self.label_file!r}") from None
-            if len(set(labels)) != len(labels):
-                raise DataError(f"{self.label_file}: a label is listed twice")
+            labels = read_label_file(self.label_file)
             self.check_labels(train_examples, labels, "the training file")
             return labels
         seen = set()
