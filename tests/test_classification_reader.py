@@ -133,3 +133,11 @@ def test_metrics_match_hand_computed_values():
     assert m["macro_f1"] == pytest.approx(np.mean(list(f1.values())))
     assert m["per_class"]["b"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 2}
     assert m["confusion_matrix"] == [[2, 1, 0], [0, 1, 1], [0, 0, 1]]  # rows gold, columns predicted
+
+
+def test_label_file_errors(tmp_path):
+    train = [{"text": "a", "label": "x", "source": "t.tsv:1"}]
+    with pytest.raises(DataError, match=r"labels\.txt: the label 'x' is listed twice"):
+        ClassificationReader(label_file=write(tmp_path, "labels.txt", "x\ny\nx\n")).build_labels(train)
+    with pytest.raises(ConfigError, match=r"dataset_reader\.label_file: no such file"):
+        ClassificationReader(label_file=str(tmp_path / "none.txt")).build_labels(train)
