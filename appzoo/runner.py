@@ -134,7 +134,7 @@ def _check_reader_keys(common, reader_class, rest):
     the reader's own, so the message lists both."""
     accepted = set(DatasetConfig.__dataclass_fields__)
     try:
-        check_kwargs(reader_class, rest, "dataset_reader", label=f"reader '{common.get('type')}'")
+        check_kwargs(reader_class, rest, "dataset_reader", label=common.get("type"))
     except ConfigError as e:
         message = str(e)
         if "unknown key" in message and "(accepted: " in message:
@@ -177,8 +177,8 @@ def run(plan):
             reader.load_state(json.load(f))
     else:
         labels = reader.build_labels(splits["train"])
-    for split in ("dev", "test"):
-        if split in splits:
+    for split in ("train", "dev", "test") if plan.init_from else ("dev", "test"):
+        if split in splits:  # a model trained further must know every label of its data
             reader.check_labels(splits[split], labels, getattr(data, split))
 
     if plan.init_from and "train" not in plan.do:

@@ -109,3 +109,17 @@ def test_bad_local_folders():
         build_encoder(parse_encoder_spec("./nope"), None, None)
     with pytest.raises(ConfigError, match=r"model\.encoder\.pretrained: 'configs' has no config\.json"):
         build_encoder(parse_encoder_spec({"pretrained": "configs"}), None, None)
+
+
+def test_package_folder_resolves_inside_an_installed_package():
+    from appzoo.encoders import package_folder
+
+    import tasks
+
+    assert package_folder("package:tasks/text_classification") == os.path.join(
+        os.path.dirname(tasks.__file__), "text_classification")
+    assert package_folder("some/dir") == "some/dir"
+    with pytest.raises(ConfigError, match=r"no installed Python package 'no_such_pkg' \(install it, e\.g\. pip install --no-deps no-such-pkg\)"):
+        package_folder("package:no_such_pkg/model")
+    with pytest.raises(ConfigError, match=r"no folder 'nope' in package 'tasks'"):
+        package_folder("package:tasks/nope")

@@ -3,13 +3,13 @@
 Both read the encoder's state at the first word piece of each input token
 (``positions``), so their logits and tags are over tokens, not pieces.
 """
-from typing import Optional
+from typing import Annotated, Optional
 
 import paddle
 
+from appzoo.config import Range
 from appzoo.errors import ConfigError
-from appzoo.losses import build_loss
-from appzoo.models import encode
+from appzoo.models import classification_loss, dropout_layer, encode
 from appzoo.registry import MODELS
 from tasks.sequence_labeling.crf import LinearChainCrf
 from tasks.sequence_labeling.schemes import transition_masks
@@ -22,18 +22,9 @@ class _Tagger(paddle.nn.Layer):
 
     def __init__(self, encoder, num_labels, dropout):
         super().__init__()
-        if not 0 <= dropout < 1:
-            raise ConfigError(f"model.dropout: must be in [0, 1), got {dropout}")
         self.encoder = encoder
-        self.dropout = paddle.nn.Dropout(dropout)
+        self.dropout = dropout_layer(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
-
-    def _token_loss(self, loss, class_counts):
-        loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family=self.LOSS_FAMILY)
-        if getattr(loss_fn, "TARGET", "both") == "multi_hot":
-            raise ConfigError(f"model.loss.name: {loss['name']!r} needs multi-hot targets; "
-                              f"a tagger has one gold tag per token")
-        return loss_fn
 
     def emissions(self, input_ids, token_type_ids, positions):
         """Per-token tag scores ``[B, N, C]`` read at the first piece of each token."""
@@ -54,9 +45,9 @@ class ErnieFcSeqLabel(_Tagger):
     from ``model.loss`` and sees only real tokens."""
 
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
-                 loss: Optional[dict] = None, dropout: float = 0.1):
+                 loss: Optional[dict] = None, dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1):
         super().__init__(encoder, num_labels, dropout)
-        self.loss_fn = self._token_loss(loss or {"name": "ce"}, class_counts)
+        self.loss_fn = classification_loss(loss, class_counts)
 
     def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
         logits = self.emissions(input_ids, token_type_ids, positions)
@@ -82,14 +73,14 @@ class ErnieCrfSeqLabel(_Tagger):
     """
 
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
-                 loss: Optional[dict] = None, loss_weight: float = 1.0, dropout: float = 0.1,
-                 constrained: bool = True):
+                 loss: Optional[dict] = None, loss_weight: float = 1.0,
+                 dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, constrained: bool = True):
         super().__init__(encoder, num_labels, dropout)
         if loss_weight < 0:
             raise ConfigError(f"model.loss_weight: must be >= 0, got {loss_weight}")
         allowed = transition_masks(tag_names, scheme) if constrained and tag_names and scheme else None
         self.crf = LinearChainCrf(num_labels, allowed)
-        self.loss_fn = self._token_loss(loss, class_counts) if loss else None
+        self.loss_fn = classification_loss(loss, class_counts) if loss else None
         self.loss_weight = loss_weight
 
     def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):

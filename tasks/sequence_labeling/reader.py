@@ -12,7 +12,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 from tqdm.auto import tqdm
 
-from appzoo.data.reader import DatasetReader, pad
+from appzoo.data.reader import DatasetReader, pad, read_label_file
 from appzoo.data.tabular import open_text
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import entity_spans
@@ -209,13 +209,7 @@ class SequenceLabelingReader(DatasetReader):
     # ---- labels and scheme ----------------------------------------------
     def build_labels(self, train_examples):
         if self.label_file:
-            try:
-                with open(self.label_file, encoding="utf-8-sig") as f:
-                    labels = [line.strip() for line in f if line.strip()]
-            except FileNotFoundError:
-                raise ConfigError(f"dataset_reader.label_file: no such file {self.label_file!r}") from None
-            if len(set(labels)) != len(labels):
-                raise DataError(f"{self.label_file}: a tag is listed twice")
+            labels = read_label_file(self.label_file, what="tag")
             self._resolve_scheme(labels, train_examples)
             self.check_labels(train_examples, labels, "the training file")
             return labels
