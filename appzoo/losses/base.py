@@ -204,9 +204,23 @@ def gold_log_prob(logits, index):
 
 
 def safe_pow(base, exponent):
-    """``base ** exponent`` for base in [0, 1] with a finite gradient at base == 0."""
+    """``base ** exponent`` for base in [0, 1] with a finite gradient at base == 0.
+
+    Value and gradient are ``where(base > 0, base ** exponent, 0)``'s. Only
+    ``0 < exponent < 1`` needs the two ``where``s (its gradient is infinite at
+    0); otherwise ``relu`` gives the same value and gradient (1 and 2 without
+    Paddle's ``pow``, whose CPU kernel and ``where``'s are ~30x slower than a
+    product here).
+    """
     if exponent == 0:
         return paddle.ones_like(base)
+    if exponent == 1:
+        return F.relu(base)
+    if exponent == 2:
+        r = F.relu(base)
+        return r * r
+    if exponent > 1:
+        return F.relu(base).pow(exponent)
     positive = base > 0
     safe = paddle.where(positive, base, paddle.ones_like(base))
     return paddle.where(positive, safe.pow(exponent), paddle.zeros_like(base))

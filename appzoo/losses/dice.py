@@ -5,7 +5,7 @@ import paddle.nn.functional as F
 
 from appzoo.losses.base import (
     ClassificationLoss, check_choice, check_range, check_reduction, classification_targets,
-    one_hot, reduce_loss, safe_pow,
+    gather_last, reduce_loss, safe_pow,
 )
 from appzoo.losses.cross_entropy import _bce_targets
 from appzoo.registry import LOSSES
@@ -18,16 +18,38 @@ def _check_dice(alpha, smooth, mode, reduction):
     check_reduction(reduction)
 
 
+def _dice_softmax_index(logits, index, alpha, smooth, square_denominator):
+    """Softmax dice for class-index labels without the one-hot target.
+
+    With ``y = 0`` a class's term is ``1 - s / (p~^2 + s)``, with ``y = 1`` it is
+    ``1 - (2 p~ + s) / (p~^2 + 1 + s)`` (plain denominator: ``p~ + s`` and
+    ``p~ + 1 + s``): sum the ``y = 0`` term over all classes, then swap the
+    gold class's term for its ``y = 1`` term, gathered per position. Same
+    formula as the one-hot path, about 4x fewer passes over ``[..., C]``.
+    """
+    probs = F.softmax(logits, axis=-1)
+    p = safe_pow(1.0 - probs, alpha) * probs if alpha > 0 else probs
+    p_gold = gather_last(p, index)
+    if square_denominator:
+        zero_den, gold_den = p * p + smooth, p_gold * p_gold + (1.0 + smooth)
+        gold_zero_den = p_gold * p_gold + smooth
+    else:
+        zero_den, gold_den, gold_zero_den = p + smooth, p_gold + (1.0 + smooth), p_gold + smooth
+    zero_terms = (1.0 - smooth / zero_den).sum(axis=-1)
+    gold_term = 1.0 - (2.0 * p_gold + smooth) / gold_den
+    return (zero_terms - (1.0 - smooth / gold_zero_den) + gold_term) / logits.shape[-1]
+
+
 def _dice_elementwise(logits, labels, alpha, smooth, square_denominator, mode, ignore_index):
+    if mode == "softmax":
+        kind, targets, valid = classification_targets(logits, labels, ignore_index)
+        if kind == "index":
+            return _dice_softmax_index(logits, targets, alpha, smooth, square_denominator), valid
     if mode == "sigmoid":
         targets, valid = _bce_targets(logits, labels, ignore_index)
         probs = F.sigmoid(logits)
     else:
-        kind, targets, valid = classification_targets(logits, labels, ignore_index)
-        if kind == "index":
-            targets = one_hot(targets, logits)
-        else:
-            valid = valid.all(axis=-1)
+        valid = valid.all(axis=-1)
         probs = F.softmax(logits, axis=-1)
     p = safe_pow(1.0 - probs, alpha) * probs if alpha > 0 else probs
     if square_denominator:
