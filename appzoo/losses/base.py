@@ -134,7 +134,15 @@ def reduce_loss(loss, reduction="mean", valid=None):
     even if their value is not finite.
     """
     check_reduction(reduction)
+    per_valid = 1  # elements of ``loss`` behind each element of ``valid``
     if valid is not None:
+        axes = [i for i, (v, n) in enumerate(zip(valid.shape, loss.shape)) if v == 1 and n != 1]
+        if reduction != "none" and valid.ndim == loss.ndim and axes:
+            # valid [N, 1] for a loss [N, C] (a row-level mask): sum each row first, so
+            # the where() runs on N elements, not N * C (where is slow on CPU). A row is
+            # valid or not as a whole, so the selection is the same.
+            per_valid = math.prod(loss.shape[i] for i in axes)
+            loss = loss.sum(axis=axes, keepdim=True)
         valid = paddle.broadcast_to(valid, loss.shape)
         loss = paddle.where(valid, loss, paddle.zeros_like(loss))
     if reduction == "none":
@@ -142,7 +150,7 @@ def reduce_loss(loss, reduction="mean", valid=None):
     total = loss.sum()
     if reduction == "sum":
         return total
-    count = loss.numel() if valid is None else valid.astype(loss.dtype).sum()
+    count = loss.numel() if valid is None else valid.astype(loss.dtype).sum() * per_valid
     return total / paddle.clip(count.astype(loss.dtype), min=1.0)
 
 
