@@ -2,10 +2,9 @@
 from typing import Literal
 
 import paddle
-import paddle.nn.functional as F
 
 from appzoo.losses.base import (
-    EmbeddingLoss, check_range, check_reduction, embedding_inputs, gather_last, reduce_loss,
+    EmbeddingLoss, check_range, check_reduction, embedding_inputs, gold_log_prob, reduce_loss,
     similarity, zero_loss,
 )
 from appzoo.registry import LOSSES
@@ -35,10 +34,10 @@ def infonce_loss(query, positive, negative=None, *, temperature=0.05, normalize=
     candidates = positive if negative is None else paddle.concat([positive, negative], axis=0)
     logits = similarity(query, candidates, normalize) / temperature
     target = paddle.arange(n, dtype="int64")
-    loss = -gather_last(F.log_softmax(logits, axis=-1), target)
+    loss = -gold_log_prob(logits, target)
     if symmetric:
         back = logits[:, :n].transpose([1, 0])
-        loss = 0.5 * (loss - gather_last(F.log_softmax(back, axis=-1), target))
+        loss = 0.5 * (loss - gold_log_prob(back, target))
     return reduce_loss(loss, reduction)
 
 

@@ -10,19 +10,19 @@ from appzoo.losses.base import (
 from appzoo.registry import LOSSES
 
 
-def _vse_costs(query, positive, negative, margin, normalize):
-    """Hinge costs ``[margin + s(wrong) - s(i, i)]_+`` in both directions, diagonal zeroed."""
+def _vse_masked(query, positive, negative, normalize):
+    """``(S with its diagonal S_ii set to -inf, diag [N, 1])``, ``S = sim(query, [positive; negative])``.
+
+    A hinge ``[m + S_ij - S_ii]_+`` of a masked entry is ``relu(-inf) = 0`` with
+    zero gradient, so no second mask is needed on the costs.
+    """
     embedding_inputs(query, positive, negative)
     candidates = positive if negative is None else paddle.concat([positive, negative], axis=0)
     sim = similarity(query, candidates, normalize)  # [N, N + M]
     n = query.shape[0]
     diag = paddle.diagonal(sim[:, :n]).unsqueeze(-1)  # s(i, i)
     off = paddle.eye(n, sim.shape[1], dtype="int32") == 0
-    cost_query = paddle.where(off, F.relu(margin + sim - diag), paddle.zeros_like(sim))
-    square = sim[:, :n]
-    cost_positive = paddle.where(off[:, :n], F.relu(margin + square - diag.transpose([1, 0])),
-                                 paddle.zeros_like(square))  # column i: positive i vs wrong queries
-    return cost_query, cost_positive
+    return paddle.where(off, sim, paddle.full_like(sim, float("-inf"))), diag
 
 
 def sum_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True, reduction="mean"):
@@ -44,7 +44,10 @@ def sum_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True
     check_reduction(reduction)
     if query.shape[0] == 0:
         return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
-    cost_query, cost_positive = _vse_costs(query, positive, negative, margin, normalize)
+    masked, diag = _vse_masked(query, positive, negative, normalize)
+    n = query.shape[0]
+    cost_query = F.relu(margin + masked - diag)
+    cost_positive = F.relu(margin + masked[:, :n] - diag.transpose([1, 0]))  # column i: positive i vs wrong queries
     return reduce_loss(cost_query.sum(axis=1) + cost_positive.sum(axis=0), reduction)
 
 
@@ -56,8 +59,12 @@ def max_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True
     check_reduction(reduction)
     if query.shape[0] == 0:
         return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
-    cost_query, cost_positive = _vse_costs(query, positive, negative, margin, normalize)
-    return reduce_loss(max_last(cost_query, 1) + max_last(cost_positive, 0), reduction)
+    masked, diag = _vse_masked(query, positive, negative, normalize)
+    n = query.shape[0]
+    # the hinge is monotone in S_ij: take the hardest negative's score, then one hinge per row / column
+    cost_query = F.relu(margin + max_last(masked, 1) - diag.squeeze(-1))
+    cost_positive = F.relu(margin + max_last(masked[:, :n], 0) - diag.squeeze(-1))
+    return reduce_loss(cost_query + cost_positive, reduction)
 
 
 class _VSELoss(EmbeddingLoss):
