@@ -166,9 +166,9 @@ def run(plan):
         paddle.base.core.set_num_threads(cfg.num_threads)  # paddle is loaded: OMP_NUM_THREADS is too late
     paddle.seed(cfg.seed)
     reader = plan.reader_class(**plan.reader_kwargs)
-    splits = {s: reader.read(getattr(data, s), s) for s in SPLITS
-              if getattr(data, s) and (s != "train" or "train" in plan.do)
-              and (s != "predict" or "predict" in plan.do)}
+    needed = {"train": "train" in plan.do, "dev": bool({"train", "eval"} & set(plan.do)),
+              "test": "eval" in plan.do, "predict": "predict" in plan.do}
+    splits = {s: reader.read(getattr(data, s), s) for s in SPLITS if getattr(data, s) and needed[s]}
 
     if plan.init_from:
         with open(os.path.join(plan.init_from, "labels.json"), encoding="utf-8") as f:
