@@ -240,7 +240,25 @@ def run(plan):
         metrics["export"] = {"folder": trainer.export(os.path.join(plan.init_from or os.path.join(cfg.output_dir, "best"), "inference"))}
     if trainer.is_main:
         metrics["wall_time_s"] = round(time.time() - started, 1)
-        with open(os.path.join(cfg.output_dir, "metrics.json"), "w", encoding="utf-8") as f:
-            json.dump(metrics, f, ensure_ascii=False, indent=2)
-        report.write(cfg.output_dir, metrics, trainer.history, labels, plots=cfg.plots)
+        _write_metrics_and_report(cfg, plan, metrics, trainer.history, labels, report)
     return metrics
+
+
+def _write_metrics_and_report(cfg, plan, metrics, history, labels, report):
+    """A training run writes metrics.json and report.md afresh; a later eval
+    run updates the splits it evaluated and keeps the training record; a
+    predict-only run leaves both alone."""
+    path = os.path.join(cfg.output_dir, "metrics.json")
+    if "train" not in plan.do:
+        if "eval" not in plan.do:
+            return
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                metrics = {**json.load(f), **metrics}
+        log = os.path.join(cfg.output_dir, "train_log.jsonl")
+        if os.path.exists(log):
+            with open(log, encoding="utf-8") as f:
+                history = [json.loads(line) for line in f if line.strip()]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(metrics, f, ensure_ascii=False, indent=2)
+    report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots)

@@ -143,3 +143,16 @@ def test_same_seed_same_run_different_seed_different_run(tmp_path):
     logs = [[r["loss"] for r in read_jsonl(os.path.join(o, "train_log.jsonl")) if "loss" in r] for o in outs]
     assert logs[0] == logs[1]
     assert logs[0] != logs[2]
+
+
+def test_predict_only_run_keeps_the_training_record(trained):
+    with open(os.path.join(trained, "metrics.json"), encoding="utf-8") as f:
+        before = json.load(f)
+    assert run(trained, "--do", "predict") == 0
+    with open(os.path.join(trained, "metrics.json"), encoding="utf-8") as f:
+        assert json.load(f) == before
+    assert run(trained, "--do", "eval") == 0  # an eval run updates dev/test, keeps best and train
+    with open(os.path.join(trained, "metrics.json"), encoding="utf-8") as f:
+        after = json.load(f)
+    assert after["best"] == before["best"] and after["train"] == before["train"]
+    assert after["test"]["macro_f1"] == before["test"]["macro_f1"]
