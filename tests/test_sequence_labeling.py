@@ -83,7 +83,7 @@ def test_dev_from_train_is_a_deterministic_disjoint_split(tmp_path):
     ("jsonl", '{"tokens": ["a"], "tags": ["O"]}\n{"tokens": ["a", "b"], "tags": ["O"]}\n',
      r"a\.txt:2: 2 tokens but 1 tags"),
     ("jsonl", '{"tokens": [], "tags": []}\n', r"a\.txt:1: empty sentence"),
-    ("jsonl", '{"text": ["a"], "tags": ["O"]}\n', r"a\.txt:1: no field 'tokens'"),
+    ("jsonl", '{"text": ["a"], "tags": ["O"]}\n', r"a\.txt:1: missing field 'tokens' for 'tokens'"),
     ("jsonl", '{"tokens": ["a"], "tags": [1]}\n', r"a\.txt:1: tags must be a list of strings"),
 ])
 def test_data_errors_name_file_and_line(tmp_path, fmt, text, message):

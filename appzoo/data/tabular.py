@@ -57,7 +57,7 @@ def read_rows(path, fields, *, format="tsv", delimiter=None, header=0, quoting=N
         raise DataError(f"{path}: unknown format {format!r} (accepted: {', '.join(FORMATS)})")
     with open_text(path) as handle:
         if format == "jsonl":
-            return list(_read_jsonl(handle, path, fields, optional))
+            return list(jsonl_rows(handle, path, fields, optional))
         delimiter = delimiter if delimiter is not None else ("\t" if format == "tsv" else ",")
         quoting = quoting if quoting is not None else format == "csv"
         lines = _split_lines(handle, delimiter, quoting)
@@ -106,7 +106,9 @@ def _resolve_columns(path, fields, header_fields):
     return index
 
 
-def _read_jsonl(handle, path, fields, optional):
+def jsonl_rows(handle, path, fields, optional=()):
+    """Yield ``(line_number, {field: value})`` from a JSONL file; ``fields``
+    maps output names to JSON keys (see :func:`read_rows`)."""
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue

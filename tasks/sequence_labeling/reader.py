@@ -6,14 +6,13 @@ the first piece of each token carries its tag, and a sentence longer than
 ``max_seq_len`` is cut into overlapping windows whose predictions are merged
 back, each token taking the tag of the window where it has the most context.
 """
-import json
 from typing import Literal, Optional, Union
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from appzoo.data.reader import DatasetReader, pad, read_label_file
-from appzoo.data.tabular import open_text
+from appzoo.data.tabular import jsonl_rows, open_text
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import entity_spans
 from appzoo.registry import METRICS, READERS, did_you_mean
@@ -161,23 +160,10 @@ class SequenceLabelingReader(DatasetReader):
             yield self._example(tokens, tags, path, number, split)
 
     def _read_jsonl(self, handle, path, split):
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{number}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-            if self.token_column not in row:
-                raise DataError(f"{path}:{number}: no field {self.token_column!r} "
-                                f"(fields: {', '.join(map(str, row))})")
-            tokens = row[self.token_column]
+        fields = {"tokens": self.token_column, "tags": self.tag_column}
+        for number, row in jsonl_rows(handle, path, fields, optional=("tags",) if split == "predict" else ()):
+            tokens, tags = row["tokens"], row["tags"]
             tokens = list(tokens) if isinstance(tokens, str) else tokens
-            tags = row.get(self.tag_column)
-            if tags is None and split != "predict":
-                raise DataError(f"{path}:{number}: no field {self.tag_column!r} (fields: {', '.join(map(str, row))})")
             tags = tags.split() if isinstance(tags, str) else tags
             for name, values in (("tokens", tokens), ("tags", tags)):
                 if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
