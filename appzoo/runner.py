@@ -13,7 +13,7 @@ from appzoo.config import check_kwargs
 from appzoo.encoders import parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.registry import MODELS, READERS
-from appzoo.trainer_config import MODES, TrainerConfig
+from appzoo.trainer_config import TrainerConfig
 
 SPLITS = ("train", "dev", "test", "predict")
 

@@ -4,7 +4,6 @@ Shared by the classification and matching readers. Every problem is a
 :class:`DataError` naming ``file:line``.
 """
 import csv
-import io
 import json
 
 from appzoo.errors import DataError
