@@ -160,6 +160,9 @@ def run(plan):
     if not cfg.progress_bar:
         os.environ["TQDM_DISABLE"] = "1"  # also the readers' tokenisation bars
     started = time.time()
+    if cfg.device == "gpu" and not paddle.is_compiled_with_cuda():
+        raise ConfigError(f"{plan.source}: trainer.device: 'gpu', but this paddle is a CPU build "
+                          f"(install paddlepaddle-gpu, or use 'auto' or 'cpu')")
     if cfg.device == "cpu" or (cfg.device == "auto" and not paddle.is_compiled_with_cuda()):
         paddle.set_device("cpu")
     if cfg.num_threads:

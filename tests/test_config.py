@@ -306,3 +306,13 @@ def test_data_error_exits_2_with_file_and_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{bad}:2: label 'sport' is not in the label set; did you mean 'sports'?" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_gpu_on_a_cpu_build_is_refused(tmp_path, capsys):
+    import paddle
+
+    if paddle.is_compiled_with_cuda():
+        pytest.skip("this paddle has CUDA")
+    assert cli(tmp_path, "--set", "trainer.device=gpu") == 2
+    assert "trainer.device: 'gpu', but this paddle is a CPU build" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
