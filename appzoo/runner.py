@@ -157,8 +157,9 @@ def run(plan):
 
     logger.set_level("WARNING")  # paddlenlp logs every config/tokenizer save at INFO
     cfg, data = plan.trainer, plan.data
-    if not cfg.progress_bar:
-        os.environ["TQDM_DISABLE"] = "1"  # also the readers' tokenisation bars
+    from appzoo import progress
+
+    progress.ENABLED = cfg.progress_bar  # the readers' tokenisation bars too
     started = time.time()
     if cfg.device == "gpu" and not paddle.is_compiled_with_cuda():
         raise ConfigError(f"{plan.source}: trainer.device: 'gpu', but this paddle is a CPU build "

@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 import paddle
-from tqdm.auto import tqdm
 
 from appzoo import callbacks as cb
 from appzoo.encoders import save_encoder
 from appzoo.errors import ConfigError, DataError
+from appzoo.progress import progress
 
 MODEL_FILE = "model_state.pdparams"
 STATE_FILE = "trainer_state.json"
@@ -107,7 +107,7 @@ class Trainer:
         if cfg.resume:
             self._resume(cfg.resume)
 
-        bar = tqdm(total=total, initial=self.state.global_step, desc="train", unit="step",
+        bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
                    disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
         running, started = [], time.time()
         self._evaluated_at = None
@@ -190,7 +190,7 @@ class Trainer:
         self.model.eval()
         outputs, losses, sizes = {}, [], []
         order = batches(features, self.config.eval_batch_size, shuffle=False)
-        for indices in tqdm(order, desc=desc, unit="batch", leave=False,
+        for indices in progress(order, desc=desc, unit="batch", leave=False,
                             disable=not (self.config.progress_bar and self.is_main)):
             batch = self._to_tensors(self.reader.collate([features[i] for i in indices],
                                                          self.tokenizer.pad_token_id))

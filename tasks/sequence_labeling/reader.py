@@ -9,12 +9,12 @@ back, each token taking the tag of the window where it has the most context.
 from typing import Literal, Optional, Union
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from appzoo.data.reader import DatasetReader, pad, read_label_file
 from appzoo.data.tabular import jsonl_rows, open_text
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import entity_spans
+from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS, did_you_mean
 from tasks.sequence_labeling.schemes import check_tag, detect_scheme, invalid_position, tag_order
 
@@ -244,7 +244,7 @@ class SequenceLabelingReader(DatasetReader):
                    + "; ".join(bad[:3]) + (" ..." if len(bad) > 3 else ""))
         if self.invalid_gold == "error":
             raise DataError(message)
-        tqdm.write(f"note: {message} (kept as they are; dataset_reader.invalid_gold=error refuses them)")
+        note(f"note: {message} (kept as they are; dataset_reader.invalid_gold=error refuses them)")
 
     def model_args(self, labels, train_examples):
         self._resolve_scheme(labels, train_examples)
@@ -278,7 +278,7 @@ class SequenceLabelingReader(DatasetReader):
         index = {name: i for i, name in enumerate(labels)}
         pieces_of = TokenPieces(tokenizer, budget)
         features, windowed = [], 0
-        for number, example in enumerate(tqdm(examples, desc=f"tokenize {split}", unit="sent", leave=False,
+        for number, example in enumerate(progress(examples, desc=f"tokenize {split}", unit="sent", leave=False,
                                               mininterval=2)):
             pieces = [pieces_of(token) for token in example["tokens"]]
             spans = windows([len(p) for p in pieces], budget, self.window_overlap)
@@ -296,11 +296,11 @@ class SequenceLabelingReader(DatasetReader):
                     feature["labels"] = tags[start:end]
                 features.append(feature)
         if windowed:
-            tqdm.write(f"note: {windowed} of {len(examples)} {split} sentences are longer than "
+            note(f"note: {windowed} of {len(examples)} {split} sentences are longer than "
                        f"max_seq_len={max_seq_len} and are split into overlapping windows "
                        f"(window_overlap={self.window_overlap} tokens)")
         if pieces_of.cut:
-            tqdm.write(f"note: {pieces_of.cut} distinct {split} token(s) have more than {budget} word pieces; "
+            note(f"note: {pieces_of.cut} distinct {split} token(s) have more than {budget} word pieces; "
                        f"only their first {budget} pieces are used")
         return features
 

@@ -2,11 +2,11 @@
 from typing import Literal, Optional, Union
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from appzoo.data.reader import DatasetReader, pad, read_label_file
 from appzoo.data.tabular import read_rows
 from appzoo.errors import ConfigError, DataError
+from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS, did_you_mean
 
 Column = Union[int, str, None]
@@ -108,7 +108,7 @@ class ClassificationReader(DatasetReader):
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
         index = {name: i for i, name in enumerate(labels)}
         features, truncated = [], 0
-        for start in tqdm(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
+        for start in progress(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
             chunk = examples[start:start + 1000]
             encoded = tokenizer([e["text"] for e in chunk], max_length=max_seq_len, truncation=True,
                                 return_overflowing_tokens=False)
@@ -125,7 +125,7 @@ class ClassificationReader(DatasetReader):
                         feature["labels"] = index[example["label"]]
                 features.append(feature)
         if truncated:
-            tqdm.write(f"note: {truncated} of {len(examples)} {split} texts reach max_seq_len={max_seq_len} "
+            note(f"note: {truncated} of {len(examples)} {split} texts reach max_seq_len={max_seq_len} "
                        f"and are cut to it")
         return features
 

@@ -19,12 +19,12 @@ for test and predict.
 from typing import Literal, Optional, Union
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from appzoo.data.reader import DatasetReader, pad
 from appzoo.data.tabular import read_rows
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
+from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.triples import build_triples
 
@@ -126,7 +126,7 @@ class MatchingReader(DatasetReader):
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
         index = {name: i for i, name in enumerate(labels)}
         features, truncated = [], 0
-        for start in tqdm(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
+        for start in progress(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
             chunk = examples[start:start + 1000]
             encoded = tokenizer([e["text_a"] for e in chunk], text_pair=[e["text_b"] for e in chunk],
                                 max_length=max_seq_len, truncation=True, return_overflowing_tokens=False)
@@ -354,7 +354,7 @@ def _tokenize_unique(tokenizer, texts, max_seq_len, split):
     """Token ids of each distinct text (texts repeat across pairs and triples)."""
     unique = list(dict.fromkeys(texts))
     ids, truncated = {}, 0
-    for start in tqdm(range(0, len(unique), 2000), desc=f"tokenize {split}", unit="2k texts", leave=False):
+    for start in progress(range(0, len(unique), 2000), desc=f"tokenize {split}", unit="2k texts", leave=False):
         chunk = unique[start:start + 2000]
         encoded = tokenizer(chunk, max_length=max_seq_len, truncation=True, return_overflowing_tokens=False)
         for text, row in zip(chunk, encoded["input_ids"]):
@@ -366,7 +366,7 @@ def _tokenize_unique(tokenizer, texts, max_seq_len, split):
 
 def _note_truncated(truncated, total, split, max_seq_len, what):
     if truncated:
-        tqdm.write(f"note: {truncated} of {total} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
+        note(f"note: {truncated} of {total} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
 
 
 def _column(value, jsonl_name, index, jsonl):
