@@ -160,6 +160,6 @@ def test_predict_only_run_keeps_the_training_record(trained):
 
 def test_progress_bar_false_silences_every_bar(tmp_path, capsys):
     assert run(str(tmp_path / "quiet"), "--do", "train,eval,predict", "--set", "trainer.max_steps=1") == 0
-    err = capsys.readouterr().err
-    assert "tokenize" not in err and "train:" not in err and "eval dev" not in err
-    assert "note: 3 of 1200 train texts reach max_seq_len=64" in err  # notes still reach the user
+    captured = capsys.readouterr()
+    assert "tokenize" not in captured.err and "train:" not in captured.err and "eval dev" not in captured.err
+    assert "note: 3 of 1200 train texts reach max_seq_len=64" in captured.out  # notes still reach the user
