@@ -6,6 +6,7 @@ data, weights or output folder is touched.
 import dataclasses
 import json
 import os
+import shutil
 import time
 from typing import Optional
 
@@ -116,8 +117,10 @@ def _validate(config, do):
     check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
     reader_class(**data_section)  # constructors check their own value ranges
 
-    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir \
-            and os.path.exists(os.path.join(trainer.output_dir, "config.json")):
+    # A folder counts as holding a run once a model was saved there; a run that
+    # stopped before (a bad metric name at the first evaluation, say) can be redone.
+    saved = any(os.path.exists(os.path.join(trainer.output_dir, d)) for d in ("best", "checkpoints"))
+    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir and saved:
         raise ConfigError(
             f"trainer.output_dir: {trainer.output_dir!r} already holds a run; choose another folder, "
             f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
@@ -212,10 +215,12 @@ def run(plan):
     if "train" in plan.do:
         with open(os.path.join(cfg.output_dir, "config.json"), "w", encoding="utf-8") as f:
             json.dump(plan.config, f, ensure_ascii=False, indent=2)
-        if not cfg.resume:
-            for stale in ("train_log.jsonl", "metrics.json", "predictions.jsonl"):
+        if not cfg.resume:  # a new run (validate allowed it): nothing of an older one may mix in
+            for stale in ("train_log.jsonl", "metrics.json", "predictions.jsonl", "report.md"):
                 if os.path.exists(os.path.join(cfg.output_dir, stale)):
                     os.remove(os.path.join(cfg.output_dir, stale))
+            for stale in ("best", "checkpoints", "plots"):
+                shutil.rmtree(os.path.join(cfg.output_dir, stale), ignore_errors=True)
     trainer = Trainer(model, reader, tokenizer, labels, cfg, cfg.output_dir, run_config=plan.config,
                       model_args=injected)
     features = {s: reader.encode(ex, tokenizer, labels, data.max_seq_len, s) for s, ex in splits.items()}

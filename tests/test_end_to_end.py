@@ -163,3 +163,14 @@ def test_progress_bar_false_silences_every_bar(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "tokenize" not in captured.err and "train:" not in captured.err and "eval dev" not in captured.err
     assert "note: 3 of 1200 train texts reach max_seq_len=64" in captured.out  # notes still reach the user
+
+
+def test_overwrite_output_dir_starts_clean(tmp_path):
+    out = str(tmp_path / "out")
+    assert run(out, "--do", "train", "--set", "trainer.max_steps=6", "--set", "trainer.eval_steps=0") == 0
+    assert os.listdir(os.path.join(out, "checkpoints")) == ["step-6"]
+    assert run(out, "--do", "train", "--set", "trainer.max_steps=2", "--set", "trainer.eval_steps=0",
+               "--set", "trainer.overwrite_output_dir=true") == 0
+    assert os.listdir(os.path.join(out, "checkpoints")) == ["step-2"]  # no stale step-6 to resume from
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        assert json.load(f)["train"]["steps"] == 2
