@@ -11,6 +11,25 @@ from appzoo.errors import DataError
 FORMATS = ("tsv", "csv", "jsonl")
 
 
+def table_options(format, delimiter, header, quoting):
+    """Check the file options shared by the tabular readers and return them as
+    keyword arguments for :func:`read_rows`."""
+    from appzoo.errors import ConfigError
+
+    if header < 0:
+        raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
+    if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
+        raise ConfigError(f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
+    return {"format": format, "delimiter": delimiter, "header": header, "quoting": quoting}
+
+
+def columns(format, **given):
+    """Resolve ``name=(value, default_index)`` to ``{name: column}``: the given
+    value, else the default index (TSV/CSV) or the name itself (JSONL)."""
+    return {name: value if value is not None else (name if format == "jsonl" else index)
+            for name, (value, index) in given.items()}
+
+
 def open_text(path):
     """Open a UTF-8 file, dropping a byte-order mark if there is one."""
     try:

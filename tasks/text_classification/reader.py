@@ -4,7 +4,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from appzoo.data.reader import DatasetReader, pad, read_label_file
-from appzoo.data.tabular import read_rows
+from appzoo.data.tabular import columns, read_rows, table_options
 from appzoo.errors import ConfigError, DataError
 from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS, did_you_mean
@@ -28,16 +28,10 @@ class ClassificationReader(DatasetReader):
                  label_column: Column = None, delimiter: Optional[str] = None, header: int = 0,
                  quoting: Optional[bool] = None, label_file: Optional[str] = None,
                  multi_label: bool = False, label_separator: str = ",", threshold: float = 0.5):
-        if header < 0:
-            raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
-        if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
-            raise ConfigError(f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
+        self.options = table_options(format, delimiter, header, quoting)
         if not 0 < threshold < 1:
             raise ConfigError(f"dataset_reader.threshold: must be in (0, 1), got {threshold}")
-        jsonl = format == "jsonl"
-        self.fields = {"text": text_column if text_column is not None else ("text" if jsonl else 0),
-                       "label": label_column if label_column is not None else ("label" if jsonl else 1)}
-        self.options = {"format": format, "delimiter": delimiter, "header": header, "quoting": quoting}
+        self.fields = columns(format, text=(text_column, 0), label=(label_column, 1))
         self.label_file = label_file
         self.multi_label = multi_label
         self.label_separator = label_separator

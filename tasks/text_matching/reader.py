@@ -21,7 +21,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from appzoo.data.reader import DatasetReader, pad
-from appzoo.data.tabular import read_rows
+from appzoo.data.tabular import columns, read_rows, table_options
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.progress import note, progress
@@ -49,19 +49,12 @@ class MatchingReader(DatasetReader):
                  text_b_column: Column = None, label_column: Column = None, delimiter: Optional[str] = None,
                  header: int = 0, quoting: Optional[bool] = None, positive_label: str = "1",
                  negative_label: str = "0", threshold: Optional[float] = None):
-        if header < 0:
-            raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
-        if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
-            raise ConfigError(
-                f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
+        self.options = table_options(format, delimiter, header, quoting)
         if positive_label == negative_label:
             raise ConfigError(f"dataset_reader.negative_label: must differ from positive_label, "
                               f"both are {positive_label!r}")
-        jsonl = format == "jsonl"
-        self.fields = {"text_a": _column(text_a_column, "text_a", 0, jsonl),
-                       "text_b": _column(text_b_column, "text_b", 1, jsonl),
-                       "label": _column(label_column, "label", 2, jsonl)}
-        self.options = {"format": format, "delimiter": delimiter, "header": header, "quoting": quoting}
+        self.fields = columns(format, text_a=(text_a_column, 0), text_b=(text_b_column, 1),
+                              label=(label_column, 2))
         self.positive_label, self.negative_label = positive_label, negative_label
         self.threshold = threshold
         self.tuned_threshold = None
@@ -261,10 +254,8 @@ class PairwiseMatchingReader(SiameseMatchingReader):
         if random_negatives and (train_format == "triples" or negatives == "in_batch"):
             raise ConfigError("dataset_reader.random_negatives: only used when triples are built from labelled "
                               "pairs (train_format 'pairs' with negatives 'labelled')")
-        jsonl = format == "jsonl"
-        self.triple_fields = {"query": _column(query_column, "query", 0, jsonl),
-                              "positive": _column(positive_column, "positive", 1, jsonl),
-                              "negative": _column(negative_column, "negative", 2, jsonl)}
+        self.triple_fields = columns(format, query=(query_column, 0), positive=(positive_column, 1),
+                                     negative=(negative_column, 2))
         self.train_format, self.negatives = train_format, negatives
         self.max_triples_per_query, self.random_negatives, self.seed = max_triples_per_query, random_negatives, seed
 
@@ -367,12 +358,6 @@ def _tokenize_unique(tokenizer, texts, max_seq_len, split):
 def _note_truncated(truncated, total, split, max_seq_len, what):
     if truncated:
         note(f"note: {truncated} of {total} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
-
-
-def _column(value, jsonl_name, index, jsonl):
-    if value is not None:
-        return value
-    return jsonl_name if jsonl else index
 
 
 def _text(value, where, name):
