@@ -44,7 +44,8 @@ def main(argv=None):
             list_registered()
             return 0
         from appzoo.config import apply_overrides, load_param_file
-        from appzoo.runner import run, validate
+        from appzoo.plan import validate
+        from appzoo.runner import run
         from appzoo.trainer_config import MODES
 
         config = load_param_file(args.param_path)

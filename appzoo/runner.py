@@ -1,151 +1,15 @@
-"""From a param file to a finished run: validate, read, build, train, report.
+"""From a validated plan to a finished run: read, build, train, report.
 
-Everything the user can get wrong is checked in :func:`validate` before any
+Everything the user can get wrong is checked in :mod:`appzoo.plan` before any
 data, weights or output folder is touched.
 """
-import dataclasses
 import json
 import os
 import shutil
 import time
-from typing import Optional
 
-from appzoo.config import check_kwargs
-from appzoo.encoders import parse_encoder_spec
 from appzoo.errors import ConfigError
-from appzoo.registry import MODELS, READERS
-from appzoo.trainer_config import TrainerConfig
-
-SPLITS = ("train", "dev", "test", "predict")
-
-
-@dataclasses.dataclass
-class DatasetConfig:
-    """The keys of ``dataset_reader`` that every task shares; the rest go to the reader."""
-
-    type: Optional[str] = None
-    train: Optional[str] = None
-    dev: Optional[str] = None
-    test: Optional[str] = None
-    predict: Optional[str] = None
-    max_seq_len: int = 128
-
-
-@dataclasses.dataclass
-class Plan:
-    """A validated param file."""
-
-    config: dict  # the resolved config, as written to config.json
-    data: DatasetConfig
-    reader_class: type
-    reader_kwargs: dict
-    model_class: type
-    model_kwargs: dict
-    encoder: object  # EncoderSpec, or None when loading from a saved model
-    trainer: TrainerConfig
-    do: list
-    init_from: str  # a best/ folder to start from, or None
-    source: str = "<param file>"  # the param file, for messages
-
-
-def validate(config, param_path="<param file>", do=None):
-    """Check the whole param file and return a :class:`Plan`."""
-    try:
-        plan = _validate(config, do)
-        plan.source = param_path
-        return plan
-    except ConfigError as e:
-        raise ConfigError(f"{param_path}: {e}") from None
-
-
-def _validate(config, do):
-    trainer_section = dict(config["trainer"])
-    if do is not None:
-        trainer_section["do"] = do
-    check_kwargs(TrainerConfig, trainer_section, "trainer", label="trainer")
-    trainer = TrainerConfig(**trainer_section)
-
-    model_section = dict(config["model"])
-    if "type" not in model_section:
-        raise ConfigError(f"model.type: required key is missing (available: {', '.join(MODELS.names())})")
-    model_class = MODELS.get(model_section.pop("type"), "model.type")
-
-    data_section = dict(config["dataset_reader"])
-    data_section.setdefault("type", model_class.READERS[0])
-    reader_class = READERS.get(data_section["type"], "dataset_reader.type")
-    if data_section["type"] not in model_class.READERS:
-        raise ConfigError(
-            f"dataset_reader.type: {model_class.__name__} reads {', '.join(model_class.READERS)}, "
-            f"not {data_section['type']!r}"
-        )
-    common = {k: data_section.pop(k) for k in list(data_section) if k in DatasetConfig.__dataclass_fields__}
-    _check_reader_keys(common, reader_class, data_section)
-    data = DatasetConfig(**common)
-    if data.max_seq_len < 8:
-        raise ConfigError(f"dataset_reader.max_seq_len: must be >= 8, got {data.max_seq_len}")
-
-    modes = trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
-                           if split is None or getattr(data, split)]
-    if "eval" in modes and not (data.dev or data.test):
-        if trainer.do is not None:
-            raise ConfigError("trainer.do: 'eval' needs dataset_reader.dev or dataset_reader.test")
-        modes.remove("eval")
-    for mode, split in (("train", "train"), ("predict", "predict")):
-        if mode in modes and not getattr(data, split):
-            raise ConfigError(f"dataset_reader.{split}: required for trainer.do {mode!r}")
-    for split in SPLITS:
-        path = getattr(data, split)
-        if path is not None and not os.path.isfile(path):
-            raise ConfigError(f"dataset_reader.{split}: no such file {path!r}")
-
-    init_from = trainer.init_from
-    if "train" not in modes and init_from is None:
-        init_from = os.path.join(trainer.output_dir, "best")
-        if not os.path.isdir(init_from):
-            raise ConfigError(
-                f"trainer.init_from: trainer.do {modes} does not train, so it needs a trained model: "
-                f"{init_from!r} does not exist (train first, or set trainer.init_from to a best/ folder)"
-            )
-    if init_from is not None and not os.path.isfile(os.path.join(init_from, "labels.json")):
-        raise ConfigError(f"trainer.init_from: {init_from!r} is not a best/ folder of an appzoo run")
-
-    encoder = model_section.pop("encoder", None)
-    if encoder is None and init_from is None:
-        raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
-                          "or {\"config\": \"configs/ernie_tiny.json\"})")
-    encoder = parse_encoder_spec(encoder) if encoder is not None else None
-    check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
-    reader_class(**data_section)  # constructors check their own value ranges
-
-    # A folder counts as holding a run once a model was saved there; a run that
-    # stopped before (a bad metric name at the first evaluation, say) can be redone.
-    saved = any(os.path.exists(os.path.join(trainer.output_dir, d)) for d in ("best", "checkpoints"))
-    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir and saved:
-        raise ConfigError(
-            f"trainer.output_dir: {trainer.output_dir!r} already holds a run; choose another folder, "
-            f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
-        )
-    resolved = json.loads(json.dumps(config))
-    resolved["trainer"] = dataclasses.asdict(trainer)
-    resolved["trainer"]["do"] = modes
-    return Plan(resolved, data, reader_class, data_section, model_class, model_section,
-                encoder, trainer, modes, init_from)
-
-
-def _check_reader_keys(common, reader_class, rest):
-    """Unknown keys of dataset_reader are checked against the shared keys and
-    the reader's own, so the message lists both."""
-    accepted = set(DatasetConfig.__dataclass_fields__)
-    try:
-        check_kwargs(reader_class, rest, "dataset_reader", label=common.get("type"))
-    except ConfigError as e:
-        message = str(e)
-        if "unknown key" in message and "(accepted: " in message:
-            head, tail = message.rsplit("(accepted: ", 1)
-            names = sorted(accepted | set(tail.rstrip(")").split(", ")))
-            raise ConfigError(f"{head}(accepted: {', '.join(names)})") from None
-        raise
-    check_kwargs(DatasetConfig, common, "dataset_reader", label="dataset_reader")
+from appzoo.plan import SPLITS
 
 
 def run(plan):

@@ -12,7 +12,7 @@ from appzoo.config import apply_overrides, check_kwargs, load_param_file, parse_
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 from appzoo.registry import LOSSES, MODELS, Registry
-from appzoo.runner import validate
+from appzoo.plan import validate
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 

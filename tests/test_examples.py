@@ -8,7 +8,7 @@ import pytest
 
 import run_trainer
 from appzoo.config import load_param_file
-from appzoo.runner import validate
+from appzoo.plan import validate
 
 EXAMPLES = sorted(p for ext in ("json", "yaml", "yml") for p in glob.glob(f"examples/*.{ext}"))
 

@@ -68,7 +68,7 @@ def test_crf_example_runs_and_decodes_valid_sequences(tmp_path):
                                   "ner_ernie_crf_ch"])
 def test_examples_validate(name):
     from appzoo.config import load_param_file
-    from appzoo.runner import validate
+    from appzoo.plan import validate
 
     plan = validate(load_param_file(f"examples/{name}.json"), name)
     assert plan.reader_class.__name__ == "SequenceLabelingReader"
