@@ -10,7 +10,7 @@ import os
 from typing import Optional
 
 from appzoo.config import check_kwargs
-from appzoo.encoders import parse_encoder_spec
+from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.registry import MODELS, READERS
 from appzoo.trainer_config import TrainerConfig
@@ -113,6 +113,8 @@ def _validate(config, do):
         raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
                           "or {\"config\": \"configs/ernie_tiny.json\"})")
     encoder = parse_encoder_spec(encoder) if encoder is not None else None
+    builds_encoder = encoder is not None and not (init_from and "train" not in modes)  # as runner.run does
+    check_model_sources(encoder if builds_encoder else None, init_from, data.max_seq_len)
     check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
     reader_class(**data_section)  # constructors check their own value ranges
 
