@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from appzoo.env import import_paddle_quietly  # sets CPU defaults: must come before paddle
-from appzoo.errors import UserError
+from appzoo.errors import ConfigError, UserError
 
 
 def parse_args(argv):
@@ -49,10 +49,7 @@ def main(argv=None):
         from appzoo.trainer_config import MODES
 
         config = load_param_file(args.param_path)
-        try:
-            apply_overrides(config, args.set)
-        except UserError as e:
-            raise UserError(f"{args.param_path}: {e}") from None
+        apply_overrides(config, args.set)
         do = None
         if args.do:
             do = [m.strip() for m in args.do.split(",") if m.strip()]
@@ -62,8 +59,14 @@ def main(argv=None):
         plan = validate(config, args.param_path, do=do)
         metrics = run(plan)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        message = str(e)
+        if isinstance(e, ConfigError) and args.param_path and not message.startswith(args.param_path):
+            message = f"{args.param_path}: {message}"  # a key path: say which param file it is in
+        print(f"error: {message}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:  # before the run's own handlers were installed
+        print("error: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
+        return 130
     for split in ("dev", "test"):
         if split in metrics:
             scalars = {k: round(v, 4) for k, v in metrics[split].items() if isinstance(v, float)}

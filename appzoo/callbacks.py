@@ -43,8 +43,7 @@ class BestCheckpoint(Callback):
             trainer.state.best_metric = value
             trainer.state.best_step = trainer.state.global_step
             trainer.state.bad_evals = 0
-            if trainer.is_main:
-                trainer.save_best()
+            trainer.save_best()
         else:
             trainer.state.bad_evals += 1
 

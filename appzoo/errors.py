@@ -1,13 +1,26 @@
-"""User-facing errors.
+"""Errors reported as one line, each with its exit code.
 
 Anything the user can fix by editing a param file, a data file or a command
 line raises a subclass of :class:`UserError`; ``run_trainer.py`` prints its
-one-line message and exits with code 2, without a traceback.
+one-line message and exits with the class's ``exit_code``, without a
+traceback. The codes are documented in README.md:
+
+====  ==========================================================
+ 2    bad input: param file, ``--set``, data file, encoder folder,
+      output folder (:class:`ConfigError`, :class:`DataError`)
+ 1    the run could not save (a full disk, a read-only folder)
+ 3    training stopped on a non-finite loss or gradient
+130   interrupted by Ctrl-C (SIGINT)
+143   stopped by SIGTERM
+====  ==========================================================
 """
+import signal
 
 
 class UserError(Exception):
     """An error caused by the user's input, reported as one line."""
+
+    exit_code = 2
 
 
 class ConfigError(UserError):
@@ -16,3 +29,28 @@ class ConfigError(UserError):
 
 class DataError(UserError):
     """A data file that cannot be read as configured (carries file:line)."""
+
+
+class RunError(UserError):
+    """The run could not write what it must (a full disk, say)."""
+
+    exit_code = 1
+
+
+class DivergedError(UserError):
+    """The training loss or a gradient is not finite."""
+
+    exit_code = 3
+
+
+class Interrupted(UserError):
+    """SIGINT or SIGTERM; the message says what was kept."""
+
+    def __init__(self, signum, message):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+    @property
+    def signal_name(self):
+        return signal.Signals(self.signum).name

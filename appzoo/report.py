@@ -1,6 +1,8 @@
 """``report.md`` and plots in the output folder, from the metrics and the log."""
 import os
 
+from appzoo.archive import write_text
+
 
 def write(output_dir, metrics, history, labels, plots=True):
     """Write report.md (and plots/*.png when ``plots``)."""
@@ -24,8 +26,7 @@ def write(output_dir, metrics, history, labels, plots=True):
     if images:
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
     lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
-    with open(os.path.join(output_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    write_text(os.path.join(output_dir, "report.md"), "\n".join(lines) + "\n")
 
 
 def _scalar(value):
@@ -62,7 +63,7 @@ def _plots(output_dir, metrics, history, labels):
                 right.legend(loc="center right")
         ax.set_title("Training curve")
         fig.tight_layout()
-        fig.savefig(os.path.join(folder, "training_curve.png"), dpi=100)
+        _save(fig, os.path.join(folder, "training_curve.png"))
         plt.close(fig)
         written.append("training_curve.png")
     for split in ("dev", "test"):
@@ -84,7 +85,14 @@ def _plots(output_dir, metrics, history, labels):
             ax.set_title(f"Confusion matrix ({split})")
             fig.tight_layout()
             name = f"confusion_{split}.png"
-            fig.savefig(os.path.join(folder, name), dpi=100)
+            _save(fig, os.path.join(folder, name))
             plt.close(fig)
             written.append(name)
     return written
+
+
+def _save(fig, path):
+    """Save a figure under a temporary name, then rename it into place."""
+    tmp = f"{path}.tmp-{os.getpid()}.png"
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)

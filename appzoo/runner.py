@@ -1,137 +1,285 @@
-"""From a validated plan to a finished run: read, build, train, report.
+"""From a validated plan to a finished run: plan -> prepare -> modes.
 
-Everything the user can get wrong is checked in :mod:`appzoo.plan` before any
-data, weights or output folder is touched.
+:mod:`appzoo.plan` raises everything a param file can get wrong.
+:func:`prepare` reads the data, the labels, the encoder and the model, and
+raises everything the data can get wrong, still without writing anything.
+Only then is the output folder locked and written, through
+:mod:`appzoo.archive`, which owns every file format in it.
 """
-import json
+import dataclasses
+import hashlib
 import os
-import shutil
+import tempfile
 import time
 
-from appzoo.errors import ConfigError
+from appzoo import archive, interrupts
+from appzoo.archive import RunFolder
+from appzoo.errors import ConfigError, Interrupted
 from appzoo.plan import SPLITS
+from appzoo.progress import note
+
+#: Trainer keys a resumed run may change: they do not alter what is trained.
+RESUME_MAY_CHANGE = ("output_dir", "do", "eval_batch_size", "logging_steps", "keep_checkpoints", "resume",
+                     "overwrite_output_dir", "num_threads", "progress_bar", "plots", "device")
+#: Data keys a resumed run may change (evaluation and prediction only).
+RESUME_MAY_CHANGE_DATA = ("test", "predict")
+
+
+@dataclasses.dataclass
+class Prepared:
+    """Everything read and built before the first write."""
+
+    reader: object
+    splits: dict  # split -> examples
+    features: dict  # split -> features
+    labels: list
+    model_args: dict
+    model: object
+    tokenizer: object
+    work_dir: object  # a TemporaryDirectory holding a from-scratch vocabulary until the run ends
 
 
 def run(plan):
     """Execute a validated plan; returns the metrics dict written to metrics.json."""
-    from appzoo import report
-    from appzoo.encoders import build_encoder, load_encoder
-    from appzoo.losses import build_loss
-    from appzoo.trainer import MODEL_FILE, Trainer
+    started = time.time()
+    _set_up(plan)
+    folder = RunFolder(plan.trainer.output_dir)
+    import paddle
 
+    is_main = paddle.distributed.get_rank() == 0
+    with interrupts.handled():
+        resume_from = _resume_point(plan, folder)
+        prepared = prepare(plan)
+        if not is_main:
+            return _modes(plan, prepared, folder, resume_from, started)
+        folder.lock()
+        try:
+            message = folder.recover()
+            if message:
+                note(message)
+            if "train" in plan.do and not resume_from:
+                folder.replace_run()
+            try:
+                return _modes(plan, prepared, folder, resume_from, started)
+            except BaseException as error:
+                if folder.rollback_replace() and isinstance(error, Interrupted):
+                    raise Interrupted(error.signum, f"{error.signal_name}: stopped before the new run saved "
+                                                    f"a model; the older run in {folder.root} is kept as it "
+                                                    f"was") from None
+                raise
+        finally:
+            folder.unlock()
+
+
+def _set_up(plan):
+    """Process-wide settings of the run: device, threads, seed, log levels."""
     import paddle
     from paddlenlp.utils.log import logger
 
-    logger.set_level("WARNING")  # paddlenlp logs every config/tokenizer save at INFO
-    cfg, data = plan.trainer, plan.data
     from appzoo import progress
 
+    logger.set_level("WARNING")  # paddlenlp logs every config/tokenizer save at INFO
+    cfg = plan.trainer
     progress.ENABLED = cfg.progress_bar  # the readers' tokenisation bars too
-    started = time.time()
     if cfg.device == "gpu" and not paddle.is_compiled_with_cuda():
-        raise ConfigError(f"{plan.source}: trainer.device: 'gpu', but this paddle is a CPU build "
-                          f"(install paddlepaddle-gpu, or use 'auto' or 'cpu')")
+        raise ConfigError("trainer.device: 'gpu', but this paddle is a CPU build "
+                          "(install paddlepaddle-gpu, or use 'auto' or 'cpu')")
     if cfg.device == "cpu" or (cfg.device == "auto" and not paddle.is_compiled_with_cuda()):
         paddle.set_device("cpu")
     if cfg.num_threads:
         paddle.base.core.set_num_threads(cfg.num_threads)  # paddle is loaded: OMP_NUM_THREADS is too late
     paddle.seed(cfg.seed)
+
+
+# -------------------------------------------------------------------- prepare
+def prepare(plan):
+    """Read the splits the modes need, the labels, the encoder and the model."""
+    from appzoo.encoders import build_encoder, load_encoder
+    from appzoo.losses import build_loss
+
+    data = plan.data
     reader = plan.reader_class(**plan.reader_kwargs)
     needed = {"train": "train" in plan.do, "dev": bool({"train", "eval"} & set(plan.do)),
               "test": "eval" in plan.do, "predict": "predict" in plan.do}
-    splits = {s: reader.read(getattr(data, s), s) for s in SPLITS if getattr(data, s) and needed[s]}
+    metric = plan.trainer.metric_for_best or reader.default_metric
+    splits = {}
+    for split in SPLITS:
+        path = getattr(data, split)
+        if path and needed[split]:
+            splits[split] = reader.read(path, split)
+            reader.check_split(splits[split], split, path, metric)
 
+    saved = None
     if plan.init_from:
-        with open(os.path.join(plan.init_from, "labels.json"), encoding="utf-8") as f:
-            labels = json.load(f)
-        with open(os.path.join(plan.init_from, "reader_state.json"), encoding="utf-8") as f:
-            reader.load_state(json.load(f))
+        archive.check_best(plan.init_from)
+        saved = archive.read_best(plan.init_from)
+        labels = saved.labels
+        reader.load_state(saved.reader_state)
     else:
         labels = reader.build_labels(splits["train"])
     for split in ("train", "dev", "test") if plan.init_from else ("dev", "test"):
         if split in splits:  # a model trained further must know every label of its data
             reader.check_labels(splits[split], labels, getattr(data, split))
 
-    if plan.init_from and "train" not in plan.do:
-        # what the model got from the training data (class counts for 'balanced' weights, ...)
-        with open(os.path.join(plan.init_from, "model_args.json"), encoding="utf-8") as f:
-            injected = json.load(f)
+    if saved is not None and "train" not in plan.do:
+        model_args = saved.model_args  # what the model got from its training data (class counts, ...)
     else:
-        injected = reader.model_args(labels, splits.get("train"))
+        model_args = reader.model_args(labels, splits.get("train"))
     loss = plan.model_kwargs.get("loss")
     if loss is not None:  # fail on a bad loss before any weights are loaded
-        try:
-            build_loss(loss, key_path="model.loss", class_counts=injected.get("class_counts"),
-                       family=plan.model_class.LOSS_FAMILY)
-        except ConfigError as e:
-            raise ConfigError(f"{plan.source}: {e}") from None
+        build_loss(loss, key_path="model.loss", class_counts=model_args.get("class_counts"),
+                   family=plan.model_class.LOSS_FAMILY)
 
-    os.makedirs(cfg.output_dir, exist_ok=True)
-    if plan.encoder is not None and not (plan.init_from and "train" not in plan.do):
-        encoder, tokenizer = build_encoder(plan.encoder, lambda: reader.texts(splits["train"]),
-                                           os.path.join(cfg.output_dir, "vocab"))
-    else:
+    work_dir = None
+    if saved is not None:  # the saved encoder and vocabulary: rebuilding them would reorder the embeddings
+        if plan.encoder is not None and "train" in plan.do:
+            note(f"note: trainer.init_from: training goes on from {plan.init_from}, with its encoder and "
+                 f"vocabulary (model.encoder is not used)")
         encoder, tokenizer = load_encoder(os.path.join(plan.init_from, "encoder"))
-    model = plan.model_class(encoder=encoder, **injected, **plan.model_kwargs)
-    if plan.init_from:
-        model.set_state_dict(paddle.load(os.path.join(plan.init_from, MODEL_FILE)))
-
-    if "train" in plan.do:
-        with open(os.path.join(cfg.output_dir, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(plan.config, f, ensure_ascii=False, indent=2)
-        if not cfg.resume:  # a new run (validate allowed it): nothing of an older one may mix in
-            for stale in ("train_log.jsonl", "metrics.json", "predictions.jsonl", "report.md"):
-                if os.path.exists(os.path.join(cfg.output_dir, stale)):
-                    os.remove(os.path.join(cfg.output_dir, stale))
-            for stale in ("best", "checkpoints", "plots"):
-                shutil.rmtree(os.path.join(cfg.output_dir, stale), ignore_errors=True)
-    trainer = Trainer(model, reader, tokenizer, labels, cfg, cfg.output_dir, run_config=plan.config,
-                      model_args=injected)
+    else:
+        work_dir = tempfile.TemporaryDirectory(prefix="appzoo-vocab-")
+        encoder, tokenizer = build_encoder(plan.encoder, lambda: reader.texts(splits["train"]), work_dir.name)
+    model = plan.model_class(encoder=encoder, **model_args, **plan.model_kwargs)
+    if saved is not None:
+        model.set_state_dict(archive.load_weights(os.path.join(plan.init_from, archive.MODEL_FILE)))
     features = {s: reader.encode(ex, tokenizer, labels, data.max_seq_len, s) for s, ex in splits.items()}
+    return Prepared(reader, splits, features, labels, model_args, model, tokenizer, work_dir)
+
+
+# ---------------------------------------------------------------------- resume
+def _resume_point(plan, folder):
+    """The checkpoint ``trainer.resume`` continues from (None: a new run).
+    Refuses one made with settings or data that change what is trained."""
+    resume = plan.trainer.resume
+    if not resume or "train" not in plan.do:
+        return None
+    if resume is True:
+        checkpoint = folder.latest_checkpoint()
+        if checkpoint is None:
+            raise ConfigError(f"trainer.resume: no checkpoint to resume from in {folder.checkpoints!r}")
+    else:
+        checkpoint = resume
+        if not os.path.exists(os.path.join(checkpoint, archive.MARKER)):
+            raise ConfigError(f"trainer.resume: {checkpoint!r} is not a complete checkpoint folder "
+                              f"(no {archive.MARKER} marker)")
+    saved = archive.read_json(os.path.join(checkpoint, "config.json"), "config of a checkpoint")
+    changed = _changed_keys(saved, plan.config)
+    if changed:
+        key, old, new = changed[0]
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise ConfigError(f"trainer.resume: {checkpoint} was trained with {key}={_short(old)}, this run "
+                          f"says {_short(new)}{more}; resume with the same settings, or start a new run in "
+                          f"another trainer.output_dir")
+    state = archive.read_json(os.path.join(checkpoint, archive.STATE_FILE), "trainer state")
+    digest = state.get("train_sha256")
+    if digest and digest != file_sha256(plan.data.train):
+        raise ConfigError(f"trainer.resume: dataset_reader.train: {plan.data.train!r} changed since "
+                          f"{checkpoint} was saved; resume on the same data, or start a new run")
+    return checkpoint
+
+
+def _changed_keys(saved, current):
+    """``[(key.path, saved value, current value)]`` of the settings that matter."""
+    out = []
+    for section in ("dataset_reader", "model", "trainer"):
+        old, new = saved.get(section, {}), current.get(section, {})
+        skip = RESUME_MAY_CHANGE if section == "trainer" else RESUME_MAY_CHANGE_DATA \
+            if section == "dataset_reader" else ()
+        for key in sorted(set(old) | set(new)):
+            if key not in skip and old.get(key) != new.get(key):
+                out.append((f"{section}.{key}", old.get(key), new.get(key)))
+    return out
+
+
+def _short(value, width=60):
+    import json
+
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------- modes
+def _modes(plan, prepared, folder, resume_from, started):
+    from appzoo.trainer import Trainer
+
+    cfg, p = plan.trainer, prepared
+    trainer = Trainer(p.model, p.reader, p.tokenizer, p.labels, cfg, cfg.output_dir, run_config=plan.config,
+                      model_args=p.model_args, folder=folder)
     metrics = {}
     if "train" in plan.do:
-        dev = (splits["dev"], features["dev"]) if "dev" in splits else None
-        state = trainer.train(features["train"], dev)
-        best = os.path.join(cfg.output_dir, "best")
-        model.set_state_dict(paddle.load(os.path.join(best, MODEL_FILE)))
-        with open(os.path.join(best, "reader_state.json"), encoding="utf-8") as f:
-            reader.load_state(json.load(f))
+        if trainer.is_main and not resume_from:
+            archive.write_json(folder.path("config.json"), plan.config)
+        if trainer.is_main and resume_from:  # the log up to the checkpoint: no row twice, the plots show the whole run
+            step = _checkpoint_step(resume_from)
+            rows = [r for r in archive.read_jsonl(folder.path("train_log.jsonl")) if r.get("step", 0) <= step]
+            archive.write_jsonl(folder.path("train_log.jsonl"), rows)
+            trainer.history = rows
+        trainer.state.train_sha256 = file_sha256(plan.data.train)
+        dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
+        state = trainer.train(p.features["train"], dev, resume_from=resume_from)
+        if resume_from and state.finished and state.global_step == _checkpoint_step(resume_from):
+            note(f"note: the run in {cfg.output_dir} had finished (step {state.global_step}); "
+                 f"trainer.resume trains no further")
         metrics["best"] = {"step": state.best_step if dev else state.global_step,
                            "metric": trainer.metric if dev else None, "value": state.best_metric}
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
-    if trainer.is_main and "eval" in plan.do:
+    if not trainer.is_main:
+        return metrics
+    if "eval" in plan.do:
         for split in ("dev", "test"):
-            if split in splits:
-                metrics[split] = trainer.evaluate(splits[split], features[split], split=split)
-    if trainer.is_main and "predict" in plan.do:
-        predictions, _ = trainer.predict(splits["predict"], features["predict"])
-        rows = reader.prediction_rows(splits["predict"], predictions, labels)
-        with open(os.path.join(cfg.output_dir, "predictions.jsonl"), "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    if trainer.is_main and "export" in plan.do:
-        metrics["export"] = {"folder": trainer.export(os.path.join(plan.init_from or os.path.join(cfg.output_dir, "best"), "inference"))}
-    if trainer.is_main:
-        metrics["wall_time_s"] = round(time.time() - started, 1)
-        _write_metrics_and_report(cfg, plan, metrics, trainer.history, labels, report)
+            if split in p.splits:
+                metrics[split] = trainer.evaluate(p.splits[split], p.features[split], split=split)
+    if "predict" in plan.do:
+        predictions, _ = trainer.predict(p.splits["predict"], p.features["predict"])
+        archive.write_jsonl(folder.path("predictions.jsonl"),
+                            p.reader.prediction_rows(p.splits["predict"], predictions, p.labels))
+    if "export" in plan.do:
+        metrics["export"] = {"folder": _export(trainer, folder)}
+    metrics["wall_time_s"] = round(time.time() - started, 1)
+    _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, p.labels)
     return metrics
 
 
-def _write_metrics_and_report(cfg, plan, metrics, history, labels, report):
+def _checkpoint_step(folder):
+    return archive.read_json(os.path.join(folder, archive.STATE_FILE))["global_step"]
+
+
+def _export(trainer, folder):
+    """Export into ``<output_dir>/inference`` (a new folder swapped in whole)."""
+    target = folder.path("inference")
+    tmp = f"{target}.tmp-{os.getpid()}"
+    trainer.export(tmp)
+    if os.path.exists(target):
+        old = f"{target}.old-{os.getpid()}"
+        os.rename(target, old)
+        os.rename(tmp, target)
+        archive._remove(old)
+    else:
+        os.rename(tmp, target)
+    return target
+
+
+def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels):
     """A training run writes metrics.json and report.md afresh; a later eval
     run updates the splits it evaluated and keeps the training record; a
-    predict-only run leaves both alone."""
-    path = os.path.join(cfg.output_dir, "metrics.json")
+    predict-only or export-only run leaves both alone."""
+    from appzoo import report
+
+    path = folder.path("metrics.json")
     if "train" not in plan.do:
         if "eval" not in plan.do:
             return
         if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                metrics = {**json.load(f), **metrics}
-        log = os.path.join(cfg.output_dir, "train_log.jsonl")
-        if os.path.exists(log):
-            with open(log, encoding="utf-8") as f:
-                history = [json.loads(line) for line in f if line.strip()]
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(metrics, f, ensure_ascii=False, indent=2)
+            metrics = {**archive.read_json(path), **metrics}
+        history = archive.read_jsonl(folder.path("train_log.jsonl"))
+    archive.fault("metrics")
+    archive.write_json(path, metrics)
     report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots)

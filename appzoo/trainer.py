@@ -6,22 +6,18 @@ their model (``forward`` returns a dict with ``logits`` and, given labels,
 survive a restart lives in :class:`TrainerState`, saved with each checkpoint.
 """
 import dataclasses
-import json
 import math
 import os
-import shutil
 import time
 
 import numpy as np
 import paddle
 
 from appzoo import callbacks as cb
-from appzoo.encoders import save_encoder
-from appzoo.errors import ConfigError, DataError
+from appzoo import interrupts
+from appzoo.archive import MODEL_FILE, Best, RunFolder, load_weights, read_best
+from appzoo.errors import DataError, DivergedError, Interrupted
 from appzoo.progress import progress
-
-MODEL_FILE = "model_state.pdparams"
-STATE_FILE = "trainer_state.json"
 
 
 @dataclasses.dataclass
@@ -34,7 +30,10 @@ class TrainerState:
     best_metric: float = None
     best_step: int = None
     bad_evals: int = 0  # evaluations in a row without improvement
-    should_stop: bool = False
+    should_stop: bool = False  # early stopping asked for it
+    finished: bool = False  # the run trained all it was asked to (or stopped early)
+    evaluated_at: int = None  # the step of the last evaluation (and best/ decision)
+    train_sha256: str = None  # of the training file: a resume on other data is refused
 
 
 def batches(features, batch_size, *, shuffle, seed=0, rank=0, world_size=1):
@@ -55,13 +54,14 @@ def batches(features, batch_size, *, shuffle, seed=0, rank=0, world_size=1):
 
 class Trainer:
     def __init__(self, model, reader, tokenizer, labels, config, output_dir, *,
-                 run_config=None, model_args=None):
+                 run_config=None, model_args=None, folder=None):
         self.model = model
         self.reader = reader
         self.tokenizer = tokenizer
         self.labels = labels
         self.config = config
         self.output_dir = output_dir
+        self.folder = folder or RunFolder(output_dir)
         self.run_config = run_config or {}
         self.model_args = model_args or {}
         self.state = TrainerState()
@@ -69,6 +69,7 @@ class Trainer:
         self.rank = paddle.distributed.get_rank()
         self.is_main = self.rank == 0
         self.history = []  # the rows of train_log.jsonl, for plots
+        self._best_weights = None  # the best model's weights, kept in memory to restore at the end
         metric = config.metric_for_best or reader.default_metric
         greater = config.greater_is_better
         if greater is None:
@@ -82,8 +83,10 @@ class Trainer:
             self._train_model = paddle.DataParallel(model)
 
     # ------------------------------------------------------------------ train
-    def train(self, train_features, dev=None):
-        """Train on features; ``dev`` is ``(examples, features)`` or None."""
+    def train(self, train_features, dev=None, resume_from=None):
+        """Train on features; ``dev`` is ``(examples, features)`` or None;
+        ``resume_from`` a checkpoint folder. Ends with the best model's weights
+        in ``self.model``."""
         cfg = self.config
         per_epoch = len(batches(train_features, cfg.batch_size, shuffle=True,
                                 world_size=self.world_size))
@@ -91,7 +94,7 @@ class Trainer:
             raise DataError(f"the training data has {len(train_features)} example(s), fewer than the "
                             f"{self.world_size} data-parallel processes")
         total = cfg.max_steps if cfg.max_steps > 0 else per_epoch * cfg.epochs
-        epochs = math.ceil(total / per_epoch)
+        self._total = total
         warmup = cfg.warmup_steps or cfg.warmup_proportion
         from paddlenlp.transformers import LinearDecayWithWarmup
 
@@ -104,44 +107,70 @@ class Trainer:
             apply_decay_param_fun=lambda name: name in decay,
             grad_clip=paddle.nn.ClipGradByGlobalNorm(cfg.max_grad_norm) if cfg.max_grad_norm > 0 else None,
         )
-        if cfg.resume:
-            self._resume(cfg.resume)
+        if resume_from:
+            self._resume(resume_from)
+        if self.state.finished:
+            self._restore_best()
+            return self.state
 
         bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
-                   disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
+                       disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
         running, started = [], time.time()
-        self._evaluated_at = None
-        while self.state.epoch < epochs and not self.state.should_stop:
-            order = batches(train_features, cfg.batch_size, shuffle=True, seed=cfg.seed + self.state.epoch,
-                            rank=self.rank, world_size=self.world_size)
-            for indices in order[self.state.step_in_epoch:]:
-                running.append(self._train_step([train_features[i] for i in indices]))
-                self.state.step_in_epoch += 1
-                self.state.global_step += 1
-                step, lr = self.state.global_step, self.optimizer.get_lr()
-                bar.update(1)
-                bar.set_postfix(loss=f"{running[-1]:.4f}", lr=f"{lr:.2e}")
-                if step % cfg.logging_steps == 0:
-                    self._log_loss(running, started)
-                if cfg.eval_steps and step % cfg.eval_steps == 0:
-                    self._evaluate_and_save(dev)
-                if step >= total or self.state.should_stop:
+        with interrupts.deferred():
+            while self.state.global_step < total and not self.state.should_stop:
+                order = batches(train_features, cfg.batch_size, shuffle=True, seed=cfg.seed + self.state.epoch,
+                                rank=self.rank, world_size=self.world_size)
+                for indices in order[self.state.step_in_epoch:]:
+                    running.append(self._train_step([train_features[i] for i in indices]))
+                    self.state.step_in_epoch += 1
+                    self.state.global_step += 1
+                    step, lr = self.state.global_step, self.optimizer.get_lr()
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{running[-1]:.4f}", lr=f"{lr:.2e}")
+                    if step % cfg.logging_steps == 0:
+                        self._log_loss(running, started)
+                    if cfg.eval_steps and step % cfg.eval_steps == 0:
+                        self._evaluate_and_save(dev)
+                    self._stop_if_interrupted()
+                    if step >= total or self.state.should_stop:
+                        break
+                if self.state.step_in_epoch == len(order):  # the epoch ran to its end
+                    self.state.epoch += 1
+                    self.state.step_in_epoch = 0
+                if self.state.global_step >= total or self.state.should_stop:
                     break
-            if self.state.step_in_epoch == len(order):  # the epoch ran to its end
-                self.state.epoch += 1
-                self.state.step_in_epoch = 0
-            if self.state.global_step >= total:
-                break
+                self._log_loss(running, started)
+                if self.state.evaluated_at != self.state.global_step:  # eval_steps may have just done it
+                    self._evaluate_and_save(dev)
+                self._stop_if_interrupted()
             self._log_loss(running, started)
-            if self._evaluated_at != self.state.global_step:  # eval_steps may have just done it
+            if not self.state.finished:  # the last step was not evaluated (eval_steps did not hit it)
                 self._evaluate_and_save(dev)
-        self._log_loss(running, started)
-        if self._evaluated_at != self.state.global_step:
-            self._evaluate_and_save(dev)
         bar.close()
         if self.world_size > 1:
             paddle.distributed.barrier()  # rank 0 may still be writing best/ that every rank reloads
+        self._restore_best()
         return self.state
+
+    def _stop_if_interrupted(self):
+        """Save a checkpoint of the step just done and stop, after Ctrl-C / SIGTERM."""
+        signum = interrupts.pending()
+        if signum is None:
+            return
+        if self._saved_at != self.state.global_step:
+            self._save_checkpoint()
+        name = "Ctrl-C" if signum == 2 else "SIGTERM"
+        raise Interrupted(signum, f"{name} at step {self.state.global_step}: checkpoint saved in "
+                                  f"{self.folder.latest_checkpoint()}; continue with --set trainer.resume=true")
+
+    def _restore_best(self):
+        """Put the best model's weights back into ``self.model``."""
+        if self._best_weights is not None:
+            self.model.set_state_dict(self._best_weights)
+            self.reader.load_state(self._best_reader_state)
+        elif os.path.isdir(self.folder.best):  # a resumed run whose best predates this process
+            self.model.set_state_dict(load_weights(os.path.join(self.folder.best, MODEL_FILE)))
+            self.reader.load_state(read_best(self.folder.best).reader_state)
 
     def _log_loss(self, running, started):
         """Log the mean loss of the steps since the last log (and forget them)."""
@@ -157,25 +186,43 @@ class Trainer:
         batch = self._to_tensors(self.reader.collate(features, self.tokenizer.pad_token_id))
         loss = self._train_model(**batch)["loss"]
         loss.backward()
+        self._check_finite(loss)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.clear_grad()
         return float(loss)
 
+    def _check_finite(self, loss):
+        """Stop before a non-finite loss or gradient reaches the weights: the
+        last best/ and checkpoint stay as they were."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        norm = paddle.sqrt(paddle.add_n([paddle.sum(paddle.square(g.astype("float32"))) for g in grads])) \
+            if grads else paddle.to_tensor(0.0)
+        value, norm = float(loss), float(norm)
+        if math.isfinite(value) and math.isfinite(norm):
+            return
+        step = self.state.global_step + 1
+        what = f"loss {value}" if not math.isfinite(value) else f"gradient norm {norm} (loss {value:.4g})"
+        raise DivergedError(
+            f"step {step}: the training {what} is not finite, stopped before it reached the weights "
+            f"(trainer.learning_rate={self.config.learning_rate:g}); lower trainer.learning_rate, keep "
+            f"trainer.max_grad_norm > 0, or check the data; best/ and the checkpoints hold the last good model")
+
     def _evaluate_and_save(self, dev):
         """Evaluate on dev (when there is one), let the callbacks keep the best
         model or stop the run, and write a checkpoint."""
-        self._evaluated_at = self.state.global_step
+        self.state.evaluated_at = self.state.global_step
         if dev is None:
             # nothing to choose by: the latest model is the best we know
-            if self.is_main:
-                self.save_best()
+            self.save_best()
         else:
             metrics = self.evaluate(*dev, split="dev", fit=True)
             self._log({"step": self.state.global_step, "epoch": self.state.epoch,
                        **{f"dev_{k}": v for k, v in metrics.items() if _is_scalar(v)}})
             for callback in self.callbacks:
                 callback.on_evaluate(self, metrics)
+        if self.state.should_stop or self.state.global_step >= self._total:
+            self.state.finished = True
         self._save_checkpoint()
 
     def improved(self, value):
@@ -191,7 +238,7 @@ class Trainer:
         outputs, losses, sizes = {}, [], []
         order = batches(features, self.config.eval_batch_size, shuffle=False)
         for indices in progress(order, desc=desc, unit="batch", leave=False,
-                            disable=not (self.config.progress_bar and self.is_main)):
+                                disable=not (self.config.progress_bar and self.is_main)):
             batch = self._to_tensors(self.reader.collate([features[i] for i in indices],
                                                          self.tokenizer.pad_token_id))
             out = self.model(**batch)
@@ -209,7 +256,7 @@ class Trainer:
         during training: a decision threshold, say)."""
         predictions, loss = self.predict(examples, features, desc=f"eval {split}")
         if fit:
-            self.reader_state = self.reader.fit(examples, predictions, self.labels)
+            self.reader.fit(examples, predictions, self.labels)
         metrics = self.reader.evaluate(examples, predictions, self.labels)
         if loss is not None:
             metrics = {"loss": loss, **metrics}
@@ -217,57 +264,35 @@ class Trainer:
 
     # ------------------------------------------------------------- saving
     def save_best(self):
-        """Write ``best/``: weights, encoder config, tokenizer, labels, the
-        reader's tuned state and the resolved config — enough to predict."""
-        folder = os.path.join(self.output_dir, "best")
-        tmp = folder + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        paddle.save(self.model.state_dict(), os.path.join(tmp, MODEL_FILE))
-        save_encoder(self.model.encoder, self.tokenizer, os.path.join(tmp, "encoder"))
-        _write_json(os.path.join(tmp, "labels.json"), self.labels)
-        _write_json(os.path.join(tmp, "model_args.json"), self.model_args)
-        _write_json(os.path.join(tmp, "reader_state.json"), getattr(self, "reader_state", {}) or {})
-        _write_json(os.path.join(tmp, "config.json"), self.run_config)
-        _write_json(os.path.join(tmp, "best.json"), {"step": self.state.global_step,
-                                                    "metric": self.metric, "value": self.state.best_metric})
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        """Keep the current weights as the best model: in memory (every rank)
+        and in ``best/`` (the main process), with everything needed to predict."""
+        self._best_weights = {k: v.numpy().copy() for k, v in self.model.state_dict().items()}
+        self._best_reader_state = self.reader.state()
+        if self.is_main:
+            self.folder.save_best(self.model, self.model.encoder, self.tokenizer, Best(
+                labels=self.labels, model_args=self.model_args, reader_state=self.reader.state(),
+                config=self.run_config, info={"step": self.state.global_step, "metric": self.metric,
+                                              "value": self.state.best_metric}))
+
+    _saved_at = None
 
     def _save_checkpoint(self):
+        self._saved_at = self.state.global_step
         if not self.is_main:
             return
-        root = os.path.join(self.output_dir, "checkpoints")
-        folder = os.path.join(root, f"step-{self.state.global_step}")
-        os.makedirs(folder, exist_ok=True)
-        paddle.save(self.model.state_dict(), os.path.join(folder, MODEL_FILE))
-        paddle.save(self._optimizer_state(), os.path.join(folder, "optimizer.pdopt"))
-        paddle.save(self.scheduler.state_dict(), os.path.join(folder, "scheduler.pdparams"))
-        _write_json(os.path.join(folder, STATE_FILE), dataclasses.asdict(self.state))
-        _write_json(os.path.join(folder, "reader_state.json"), getattr(self, "reader_state", {}) or {})
-        for old in checkpoint_folders(root)[:-self.config.keep_checkpoints]:
-            shutil.rmtree(old)
+        self.folder.save_checkpoint(
+            self.state.global_step, model=self.model.state_dict(), optimizer=self._optimizer_state(),
+            scheduler=self.scheduler.state_dict(), state=dataclasses.asdict(self.state),
+            reader_state=self.reader.state(), config=self.run_config, keep=self.config.keep_checkpoints)
 
-    def _resume(self, resume):
-        root = os.path.join(self.output_dir, "checkpoints")
-        if resume is True:
-            found = checkpoint_folders(root)
-            if not found:
-                raise ConfigError(f"trainer.resume: no checkpoint to resume from in {root!r}")
-            folder = found[-1]
-        else:
-            folder = resume
-            if not os.path.isfile(os.path.join(folder, STATE_FILE)):
-                raise ConfigError(f"trainer.resume: {folder!r} is not a checkpoint folder (no {STATE_FILE})")
-        self.model.set_state_dict(paddle.load(os.path.join(folder, MODEL_FILE)))
-        self._load_optimizer_state(paddle.load(os.path.join(folder, "optimizer.pdopt")))
-        self.scheduler.set_state_dict(paddle.load(os.path.join(folder, "scheduler.pdparams")))
-        with open(os.path.join(folder, STATE_FILE), encoding="utf-8") as f:
-            self.state = TrainerState(**json.load(f))
-        self.state.should_stop = False
-        with open(os.path.join(folder, "reader_state.json"), encoding="utf-8") as f:
-            self.reader_state = json.load(f)
-        self.reader.load_state(self.reader_state)
+    def _resume(self, folder):
+        saved = self.folder.load_checkpoint(folder)
+        self.model.set_state_dict(saved["model"])
+        self._load_optimizer_state(saved["optimizer"])
+        self.scheduler.set_state_dict(saved["scheduler"])
+        self.state = TrainerState(**saved["state"])
+        self._saved_at = self.state.global_step
+        self.reader.load_state(saved["reader_state"])
 
     def _optimizer_state(self):
         """The optimizer's state keyed by structured parameter names: paddle's
@@ -281,7 +306,7 @@ class Trainer:
         self.optimizer.set_state_dict({_rename(k, to_unique): v for k, v in state.items()})
 
     def export(self, folder):
-        """Static graph for ``paddle.inference`` (model.pdmodel + params)."""
+        """Static graph for ``paddle.inference`` (model.json (PIR) or model.pdmodel, + params)."""
         self.model.eval()
         static = paddle.jit.to_static(self.model.forward, input_spec=self.model.input_spec(), full_graph=True)
         paddle.jit.save(static, os.path.join(folder, "model"))
@@ -298,14 +323,6 @@ class Trainer:
         return {k: paddle.to_tensor(v) for k, v in batch.items()}
 
 
-def checkpoint_folders(root):
-    """Checkpoint folders under ``root``, oldest first."""
-    if not os.path.isdir(root):
-        return []
-    steps = [(int(n.split("-")[1]), n) for n in os.listdir(root) if n.startswith("step-")]
-    return [os.path.join(root, n) for _, n in sorted(steps)]
-
-
 def _rename(key, names):
     """Replace the parameter name that ``key`` starts with (accumulator keys are
     ``<param>_<accumulator>``) by its counterpart in ``names``."""
@@ -319,8 +336,3 @@ def _rename(key, names):
 
 def _is_scalar(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _write_json(path, obj):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=2)

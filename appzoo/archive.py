@@ -1,0 +1,429 @@
+"""The run folder and the formats in it, owned by this one module.
+
+Everything a run leaves on disk is written, read and validated here:
+
+* ``best/`` - the model to predict with (weights, encoder config and
+  tokenizer, labels, model arguments, reader state, the resolved config).
+  It is a symbolic link to a hidden ``.best-step-N-XXXX/`` folder; a new best
+  is written into its own folder, marked complete, and the link is replaced
+  with one ``os.replace``, so there is never a moment without a loadable
+  ``best/``.
+* ``checkpoints/step-N/`` - what ``trainer.resume`` needs. Written under a
+  temporary name and renamed into place; a folder counts only once its
+  ``COMPLETE`` marker (written last) is there, so a kill or a full disk
+  mid-save leaves the previous checkpoint the latest one.
+* ``metrics.json``, ``predictions.jsonl``, ``report.md``, ... - each written
+  to a temporary file in the same folder and renamed (:func:`write_text`).
+* A lock, so that one run at a time writes into a folder (:meth:`RunFolder.lock`).
+* With ``overwrite_output_dir`` the old run is moved aside into
+  ``.replaced/``, not deleted; it is deleted once the new run has saved its
+  first ``best/``, and put back when the new run fails before that
+  (:meth:`RunFolder.replace_run`, :meth:`RunFolder.recover`). This is
+  SQLite's rollback journal in miniature.
+
+``APPZOO_FAULT=POINT[:N][:enospc]`` kills the process (or raises ENOSPC) the
+N-th time a save reaches ``POINT``: the tests use it to check that every save
+point leaves a resumable folder (see :data:`FAULT_POINTS`).
+"""
+import dataclasses
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+import uuid
+
+from appzoo.errors import RunError, UserError
+
+MODEL_FILE = "model_state.pdparams"
+OPTIMIZER_FILE = "optimizer.pdopt"
+SCHEDULER_FILE = "scheduler.pdparams"
+STATE_FILE = "trainer_state.json"
+MARKER = "COMPLETE"
+BEST_FILES = (MODEL_FILE, "labels.json", "model_args.json", "reader_state.json", "config.json", "best.json")
+CHECKPOINT_FILES = (MODEL_FILE, OPTIMIZER_FILE, SCHEDULER_FILE, STATE_FILE, "reader_state.json", "config.json")
+
+#: What a run writes into its folder; all of it is moved aside when a run is replaced.
+RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
+                 "predictions.jsonl", "report.md", "plots", "inference", "vocab")
+REPLACED = ".replaced"
+LOCK_INFO = ".lock"
+
+#: The save points APPZOO_FAULT can name, in the order a run reaches them.
+FAULT_POINTS = ("checkpoint.files", "checkpoint.marker", "checkpoint.rename", "checkpoint.prune",
+                "best.files", "best.marker", "best.link", "best.swap", "metrics", "replace.aside")
+_fault_hits = {}
+
+
+def fault(point):
+    """Test hook: ``APPZOO_FAULT=POINT[:N][:enospc]``."""
+    spec = os.environ.get("APPZOO_FAULT")
+    if not spec:
+        return
+    name, *rest = spec.split(":")
+    if name != point:
+        return
+    nth = int(rest[0]) if rest and rest[0].isdigit() else 1
+    _fault_hits[point] = _fault_hits.get(point, 0) + 1
+    if _fault_hits[point] != nth:
+        return
+    if "enospc" in rest:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), point)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --------------------------------------------------------------------- files
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text(path, text):
+    """Write ``text`` to ``path`` atomically: a temporary file in the same
+    folder, flushed to disk, then renamed over ``path``."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_json(path, obj):
+    write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def write_jsonl(path, rows):
+    write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def read_json(path, what="file"):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing ({what})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot be read as JSON ({e}); the file is truncated or corrupt") from None
+
+
+def read_jsonl(path):
+    """Rows of a JSONL log; a torn last line (a kill mid-write) is dropped."""
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return rows
+
+
+def load_weights(path):
+    """``paddle.load`` with a one-line error for a missing, truncated or corrupt file."""
+    import paddle
+
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: missing (Paddle weights)")
+    try:
+        return paddle.load(path)
+    except Exception as e:  # paddle raises many kinds for a bad file; all mean "unreadable"
+        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise UserError(f"{path}: cannot be read as Paddle weights ({reason}); the file is truncated "
+                        f"or corrupt") from None
+
+
+def _save_weights(obj, path):
+    import paddle
+
+    paddle.save(obj, path)
+    _fsync(path)
+
+
+def _remove(path):
+    if os.path.islink(path) or os.path.isfile(path):
+        os.remove(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def _disk_error(what, folder, error, kept):
+    reason = error.strerror or str(error)
+    hint = " (free some space)" if error.errno == errno.ENOSPC else ""
+    return RunError(f"could not save {what} in {folder}: {reason}{hint}; {kept}")
+
+
+# ---------------------------------------------------------------- best model
+@dataclasses.dataclass
+class Best:
+    """What ``best/`` holds, besides the weights and the encoder."""
+
+    labels: list
+    model_args: dict
+    reader_state: dict
+    config: dict
+    info: dict  # {"step", "metric", "value"}
+
+
+def check_best(folder, key_path="trainer.init_from"):
+    """Raise UserError unless ``folder`` is a complete ``best/`` folder."""
+    if not os.path.isdir(folder):
+        raise UserError(f"{key_path}: {folder!r} does not exist")
+    if not os.path.isfile(os.path.join(folder, "labels.json")):
+        raise UserError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no labels.json)")
+    if not os.path.exists(os.path.join(folder, MARKER)):
+        raise UserError(f"{key_path}: {folder!r} is an incomplete best/ folder (no {MARKER} marker: "
+                        f"the save was interrupted)")
+    missing = [name for name in BEST_FILES if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        raise UserError(f"{key_path}: {folder}: missing {', '.join(missing)}")
+
+
+def read_best(folder):
+    """The small files of a ``best/`` folder (the weights: :func:`load_weights`)."""
+    return Best(labels=read_json(os.path.join(folder, "labels.json"), "labels of a best/ folder"),
+                model_args=read_json(os.path.join(folder, "model_args.json"), "model arguments"),
+                reader_state=read_json(os.path.join(folder, "reader_state.json"), "reader state"),
+                config=read_json(os.path.join(folder, "config.json"), "config of a best/ folder"),
+                info=read_json(os.path.join(folder, "best.json"), "best step"))
+
+
+# ------------------------------------------------------------------- folder
+class RunFolder:
+    """An output folder: its lock, ``best/``, checkpoints and result files."""
+
+    def __init__(self, root):
+        self.root = root
+        self.best = os.path.join(root, "best")
+        self.checkpoints = os.path.join(root, "checkpoints")
+        self._lock_fd = None
+
+    def path(self, name):
+        return os.path.join(self.root, name)
+
+    def has_run(self):
+        """True once a model was saved here (a run that stopped earlier can be redone)."""
+        return self.latest_checkpoint() is not None or os.path.exists(os.path.join(self.best, MARKER))
+
+    # ---- lock ----------------------------------------------------------
+    def lock(self):
+        """Take the folder for this process (creating it); UserError when a
+        live process holds it. The lock is an ``flock`` on the folder itself,
+        so a dead holder's lock is gone with it; ``.lock`` only says who."""
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = "another run"
+            try:
+                with open(self.path(LOCK_INFO), encoding="utf-8") as f:
+                    info = json.load(f)
+                holder = f"another run (pid {info['pid']} on {info['host']}, since {info['started']})"
+            except (OSError, ValueError, KeyError):
+                pass
+            raise UserError(f"trainer.output_dir: {self.root!r} is in use by {holder}; wait for it to "
+                            f"finish or choose another trainer.output_dir") from None
+        self._lock_fd = fd
+        write_json(self.path(LOCK_INFO), {"pid": os.getpid(), "host": socket.gethostname(),
+                                          "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+
+    def unlock(self):
+        if self._lock_fd is None:
+            return
+        if os.path.exists(self.path(LOCK_INFO)):
+            os.remove(self.path(LOCK_INFO))
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        os.close(self._lock_fd)
+        self._lock_fd = None
+
+    # ---- replacing an old run -----------------------------------------
+    def replace_run(self):
+        """Move every artifact of an older run into ``.replaced/`` (best/ first,
+        so an interrupted move is undone by :meth:`recover`)."""
+        names = [n for n in RUN_ARTIFACTS + tuple(self._best_targets())
+                 if os.path.lexists(self.path(n))]
+        if not names:
+            return
+        aside = self.path(REPLACED)
+        os.makedirs(aside, exist_ok=True)
+        for name in names:
+            fault("replace.aside")
+            os.rename(self.path(name), os.path.join(aside, name))
+
+    def commit_replace(self):
+        """The new run saved its first best/: the old run can go."""
+        aside = self.path(REPLACED)
+        if os.path.isdir(aside):
+            doomed = f"{aside}-discard-{uuid.uuid4().hex[:6]}"
+            os.rename(aside, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def rollback_replace(self):
+        """The new run failed before saving a best/: put the old run back,
+        dropping what the new run wrote."""
+        aside = self.path(REPLACED)
+        if not os.path.isdir(aside):
+            return False
+        for name in RUN_ARTIFACTS + tuple(self._best_targets()):
+            if os.path.lexists(self.path(name)):
+                _remove(self.path(name))
+        for name in os.listdir(aside):
+            os.rename(os.path.join(aside, name), self.path(name))
+        os.rmdir(aside)
+        return True
+
+    def recover(self):
+        """Finish what a killed run left half-done: a replace whose new run
+        never saved a best/ is rolled back, one that did is committed; stray
+        temporary files and folders are removed. Returns a note or None."""
+        for name in os.listdir(self.root):
+            if name.startswith(f"{REPLACED}-discard-") or ".tmp-" in name or name.startswith(".best.link-"):
+                _remove(self.path(name))
+        note = None
+        if os.path.isdir(self.path(REPLACED)):
+            aside_targets = set(os.listdir(self.path(REPLACED)))
+            target = os.readlink(self.best) if os.path.islink(self.best) else None
+            if target and target not in aside_targets and os.path.exists(os.path.join(self.best, MARKER)):
+                self.commit_replace()
+            else:
+                self.rollback_replace()
+                note = f"note: {self.root}: a replacing run was stopped before it saved a model; " \
+                       f"the older run is back in place"
+        self._clean_best()
+        self._clean_checkpoints()
+        return note
+
+    # ---- best/ ----------------------------------------------------------
+    def _best_targets(self):
+        return [n for n in os.listdir(self.root) if n.startswith(".best-step-")] \
+            if os.path.isdir(self.root) else []
+
+    def _clean_best(self):
+        target = os.readlink(self.best) if os.path.islink(self.best) else None
+        for name in self._best_targets():
+            if name != target:
+                _remove(self.path(name))
+
+    def save_best(self, model, encoder, tokenizer, best):
+        """Write a new ``best/`` and swap it in. ``best`` is a :class:`Best`."""
+        from appzoo.encoders import save_encoder
+
+        name = f".best-step-{best.info.get('step')}-{uuid.uuid4().hex[:6]}"
+        folder = self.path(name)
+        tmp = f"{folder}.tmp-{os.getpid()}"
+        try:
+            os.makedirs(tmp)
+            _save_weights(model.state_dict(), os.path.join(tmp, MODEL_FILE))
+            save_encoder(encoder, tokenizer, os.path.join(tmp, "encoder"))
+            for file, obj in (("labels.json", best.labels), ("model_args.json", best.model_args),
+                              ("reader_state.json", best.reader_state), ("config.json", best.config),
+                              ("best.json", best.info)):
+                write_json(os.path.join(tmp, file), obj)
+            fault("best.files")
+            write_text(os.path.join(tmp, MARKER), "")
+            fault("best.marker")
+            os.rename(tmp, folder)
+            link = self.path(f".best.link-{uuid.uuid4().hex[:6]}")
+            os.symlink(name, link)
+            fault("best.link")
+            if os.path.isdir(self.best) and not os.path.islink(self.best):
+                os.rename(self.best, self.path(f".best-step-old-{uuid.uuid4().hex[:6]}"))  # an older layout
+            os.replace(link, self.best)
+            fault("best.swap")
+        except OSError as e:
+            for path in (tmp, folder):
+                if os.path.exists(path) and os.path.realpath(self.best) != os.path.realpath(path):
+                    _remove(path)
+            kept = "the previous best/ is intact" if os.path.exists(self.best) else "no best/ was saved yet"
+            raise _disk_error("the best model", self.root, e, kept) from None
+        self._clean_best()
+        self.commit_replace()
+
+    # ---- checkpoints ----------------------------------------------------
+    def checkpoint_folders(self):
+        """Complete checkpoint folders, oldest first."""
+        if not os.path.isdir(self.checkpoints):
+            return []
+        steps = []
+        for name in os.listdir(self.checkpoints):
+            head, _, step = name.partition("-")
+            if head == "step" and step.isdigit() and os.path.exists(
+                    os.path.join(self.checkpoints, name, MARKER)):
+                steps.append((int(step), name))
+        return [os.path.join(self.checkpoints, n) for _, n in sorted(steps)]
+
+    def latest_checkpoint(self):
+        found = self.checkpoint_folders()
+        return found[-1] if found else None
+
+    def _clean_checkpoints(self):
+        """Remove partial checkpoints (no marker, or a temporary name)."""
+        if not os.path.isdir(self.checkpoints):
+            return
+        complete = set(self.checkpoint_folders())
+        for name in os.listdir(self.checkpoints):
+            path = os.path.join(self.checkpoints, name)
+            if path not in complete:
+                _remove(path)
+
+    def save_checkpoint(self, step, *, model, optimizer, scheduler, state, reader_state, config, keep):
+        """Write ``checkpoints/step-N`` atomically, then keep the ``keep`` newest."""
+        os.makedirs(self.checkpoints, exist_ok=True)
+        folder = os.path.join(self.checkpoints, f"step-{step}")
+        tmp = os.path.join(self.checkpoints, f".step-{step}.tmp-{os.getpid()}")
+        previous = self.latest_checkpoint()
+        try:
+            _remove(tmp)
+            os.makedirs(tmp)
+            _save_weights(model, os.path.join(tmp, MODEL_FILE))
+            _save_weights(optimizer, os.path.join(tmp, OPTIMIZER_FILE))
+            _save_weights(scheduler, os.path.join(tmp, SCHEDULER_FILE))
+            write_json(os.path.join(tmp, STATE_FILE), state)
+            write_json(os.path.join(tmp, "reader_state.json"), reader_state)
+            write_json(os.path.join(tmp, "config.json"), config)
+            fault("checkpoint.files")
+            write_text(os.path.join(tmp, MARKER), "")
+            fault("checkpoint.marker")
+            if os.path.exists(folder):  # the same step saved again (an interrupt right after an eval)
+                old = os.path.join(self.checkpoints, f".step-{step}.old-{os.getpid()}")
+                os.rename(folder, old)
+                os.rename(tmp, folder)
+                _remove(old)
+            else:
+                os.rename(tmp, folder)
+            fault("checkpoint.rename")
+        except OSError as e:
+            _remove(tmp)
+            kept = (f"the previous checkpoint {previous} is intact" if previous
+                    else "no checkpoint was saved yet")
+            raise _disk_error(f"checkpoint step-{step}", self.checkpoints, e, kept) from None
+        for old in self.checkpoint_folders()[:-keep]:
+            fault("checkpoint.prune")
+            _remove(old)
+        return folder
+
+    def load_checkpoint(self, folder):
+        """The files of a checkpoint, each checked (one line per problem)."""
+        if not os.path.exists(os.path.join(folder, MARKER)):
+            raise UserError(f"trainer.resume: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
+        return {"model": load_weights(os.path.join(folder, MODEL_FILE)),
+                "optimizer": load_weights(os.path.join(folder, OPTIMIZER_FILE)),
+                "scheduler": load_weights(os.path.join(folder, SCHEDULER_FILE)),
+                "state": read_json(os.path.join(folder, STATE_FILE), "trainer state"),
+                "reader_state": read_json(os.path.join(folder, "reader_state.json"), "reader state"),
+                "config": read_json(os.path.join(folder, "config.json"), "config of a checkpoint")}
