@@ -6,6 +6,7 @@ missing required keys and wrong types are reported with the full key path.
 """
 import inspect
 import json
+import math
 import os
 import typing
 
@@ -71,6 +72,26 @@ def _type_ok(value, annotation):
     return True
 
 
+def non_finite(value, key_path):
+    """``(key path, value)`` of the first NaN or infinity in ``value`` (a
+    number, or lists and objects of them), else None. JSON (as Python reads
+    it) and YAML both accept NaN and Infinity, and NaN passes every ``<``
+    and ``>=`` check silently."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key_path, value
+    if isinstance(value, dict):
+        items = ((f"{key_path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{key_path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for path, item in items:
+        found = non_finite(item, path)
+        if found:
+            return found
+    return None
+
+
 def describe_type(annotation):
     """Human-readable form of an annotation, for messages."""
     origin = typing.get_origin(annotation)
@@ -120,6 +141,9 @@ def check_kwargs(target, section, key_path, injected=(), label=None):
             raise ConfigError(
                 f"{key_path}.{key}: expected {describe_type(annotation)}, got {value!r}"
             )
+        where = non_finite(value, f"{key_path}.{key}")
+        if where:
+            raise ConfigError(f"{where[0]}: must be a finite number, got {where[1]!r}")
         bounds = _range_of(annotation)
         if bounds is not None and isinstance(value, (int, float)) and not bounds.check(value):
             raise ConfigError(f"{key_path}.{key}: must be {bounds.describe()}, got {value!r}")
@@ -137,28 +161,34 @@ SECTIONS = ("dataset_reader", "model", "trainer")
 
 def load_param_file(path):
     """Read a JSON or YAML param file (chosen by extension) into a dict."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a folder; give a param file (.json, .yaml or .yml)")
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".json", ".yaml", ".yml"):
         raise ConfigError(f"{path}: a param file must end in .json, .yaml or .yml")
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: param file not found") from None
+    text = _read_text(path)
+    if not text.strip():
+        raise ConfigError(f"{path}: the param file is empty (expected an object with sections "
+                          f"{', '.join(SECTIONS)})")
     if ext == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+        _json_duplicate_keys(text, path)
     else:
         import yaml
 
         try:
+            _yaml_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), path)
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
             raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        if data is None:  # only comments
+            raise ConfigError(f"{path}: the param file is empty (expected an object with sections "
+                              f"{', '.join(SECTIONS)})")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected an object with sections {', '.join(SECTIONS)}, got {type(data).__name__}")
     for key in data:
@@ -169,6 +199,85 @@ def load_param_file(path):
         if not isinstance(data[key], dict):
             raise ConfigError(f"{path}: {key}: expected an object, got {data[key]!r}")
     return data
+
+
+def _read_text(path):
+    """The param file's text; each way it cannot be read is one line."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: param file not found") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the param file ({e.strerror})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        start = raw.rfind(b"\n", 0, e.start) + 1
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{path}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
+                          f"{e.start - start + 1} (save the param file as UTF-8)") from None
+
+
+def _where(keys):
+    return ".".join(keys) if keys else "the top level"
+
+
+def _json_duplicate_keys(text, path):
+    """Raise at the first key given twice in one object: ``json.loads`` keeps
+    the last silently. The text is valid JSON here; this re-scans it with the
+    pure-Python scanner, whose object parser is replaced to see where each
+    key is."""
+    from json import decoder, scanner
+
+    keys = []  # the path of the value being scanned
+
+    def skip(s, end):
+        return decoder.WHITESPACE.match(s, end).end()
+
+    def parse_object(s_and_end, strict, scan_once, *_):
+        s, end = s_and_end  # just after "{"
+        seen, obj = set(), {}
+        end = skip(s, end)
+        if s[end] == "}":
+            return obj, end + 1
+        while True:
+            key, after = decoder.scanstring(s, end + 1, strict)
+            if key in seen:
+                raise ConfigError(f"{path}:{s.count(chr(10), 0, end) + 1}: duplicate key {key!r} in "
+                                  f"{_where(keys)}")
+            seen.add(key)
+            end = skip(s, skip(s, after) + 1)  # past ":"
+            keys.append(key)
+            obj[key], end = scan_once(s, end)
+            keys.pop()
+            end = skip(s, end)
+            if s[end] == "}":
+                return obj, end + 1
+            end = skip(s, end + 1)  # past ","
+
+    context = json.JSONDecoder()
+    context.parse_object = parse_object
+    scanner.py_make_scanner(context)(text, skip(text, 0))
+
+
+def _yaml_duplicate_keys(node, path, keys=()):
+    """As :func:`_json_duplicate_keys`, on a composed YAML node tree."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise ConfigError(f"{path}:{key_node.start_mark.line + 1}: duplicate key {key!r} in "
+                                  f"{_where(keys)}")
+            if key is not None:
+                seen.add(key)
+            _yaml_duplicate_keys(value_node, path, (*keys, str(key)))
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _yaml_duplicate_keys(item, path, keys)
 
 
 def parse_value(text):
@@ -191,6 +300,13 @@ def apply_overrides(config, overrides):
                 f"--set {item!r}: {parts[0]}: unknown section{did_you_mean(parts[0], SECTIONS)} "
                 f"(accepted: {', '.join(SECTIONS)})"
             )
+        if not all(part.strip() for part in parts):
+            raise ConfigError(f"--set {item!r}: empty key in {key.strip()!r}; expected KEY.PATH=VALUE, "
+                              f"e.g. trainer.epochs=3")
+        value = parse_value(raw)
+        if len(parts) == 1 and not isinstance(value, dict):
+            raise ConfigError(f"--set {item!r}: {parts[0]} is a section and takes an object, got {raw.strip()}; "
+                              f"set one of its keys with --set {parts[0]}.KEY=VALUE")
         node = config
         for depth, part in enumerate(parts[:-1]):
             child = node.get(part)
@@ -201,5 +317,5 @@ def apply_overrides(config, overrides):
                     f"--set {item!r}: {'.'.join(parts[:depth + 1])} is {child!r}, not an object"
                 )
             node = child
-        node[parts[-1]] = parse_value(raw)
+        node[parts[-1]] = value
     return config

@@ -30,10 +30,13 @@ def dropout_layer(p):
     return paddle.nn.Dropout(p)
 
 
-def classification_loss(loss, class_counts=None, multi_label=False):
+def classification_loss(loss, class_counts=None, multi_label=False, head="this model"):
     """The model's loss from ``model.loss`` for a classification head: the
     losses of the classification family whose targets fit the labels (one
-    class index per example or token, or multi-hot rows)."""
+    class index per example or token, or multi-hot rows) and, for a
+    multi-label head (which decodes each class with its sigmoid against a
+    threshold), whose activation is the sigmoid. ``head`` names the model in
+    messages."""
     from appzoo.errors import ConfigError
     from appzoo.losses import build_loss
 
@@ -42,8 +45,52 @@ def classification_loss(loss, class_counts=None, multi_label=False):
     target = getattr(loss_fn, "TARGET", "both")
     if multi_label and target == "index":
         raise ConfigError(f"model.loss.name: {loss['name']!r} takes one class index per example; multi-label "
-                          f"data needs a multi-hot loss (bce, focal, dice, ghm, multilabel_ce, kl)")
+                          f"data needs a multi-hot loss (losses that fit: {_sigmoid_losses()})")
     if not multi_label and target == "multi_hot":
         raise ConfigError(f"model.loss.name: {loss['name']!r} takes multi-hot targets; this model has one "
                           f"label per example or token (use ce, focal, dice, ghm, ohem, bce)")
+    # A single-label head decodes by argmax, which any activation ranks; a
+    # multi-label head thresholds each class's sigmoid, which only a sigmoid
+    # loss calibrates (ce would train, then decode nonsense).
+    activation = getattr(loss_fn, "ACTIVATION", None)
+    if multi_label and activation not in ("sigmoid", None):
+        how = ""
+        if isinstance(type(loss_fn).ACTIVATION, tuple):  # set by an argument, so name it
+            how = (f" with mode {activation!r}" if hasattr(loss_fn, "mode")
+                   else f" with base {loss.get('base', {}).get('name')!r}")
+        raise ConfigError(
+            f"model.loss.name: {loss['name']!r}{how} trains a softmax over the labels, but {head} with "
+            f"dataset_reader.multi_label=true decodes each label by its sigmoid against "
+            f"dataset_reader.threshold (losses that fit: {_sigmoid_losses()})")
     return loss_fn
+
+
+def check_classification_loss(loss, multi_label=False, head="this model"):
+    """Plan time: build the loss as :func:`classification_loss` would, before
+    any data is read. 'balanced' weights need the training label counts,
+    which only the data gives; a placeholder stands in for them here (the
+    count of classes is checked when the model is built)."""
+    counts = [1, 1] if _asks_balanced(loss) else None
+    return classification_loss(loss, counts, multi_label, head)
+
+
+def _asks_balanced(value):
+    if isinstance(value, dict):
+        return any(_asks_balanced(v) for v in value.values())
+    return value == "balanced"
+
+
+def _sigmoid_losses():
+    """The classification losses a multi-label (sigmoid-decoded) head accepts, for messages."""
+    from appzoo.losses import LOSSES, losses_for
+
+    fits = []
+    for name in losses_for("classification"):
+        cls = LOSSES.get(name, "model.loss.name")
+        if cls.TARGET == "index":
+            continue
+        if cls.ACTIVATION == "sigmoid":
+            fits.append(name)
+        elif isinstance(cls.ACTIVATION, tuple) and "sigmoid" in cls.ACTIVATION:
+            fits.append(f"{name} with mode 'sigmoid'" if name != "ohem" else f"{name} with a sigmoid base")
+    return ", ".join(fits)

@@ -9,10 +9,10 @@ import json
 import os
 from typing import Optional
 
-from appzoo.config import check_kwargs
+from appzoo.config import SECTIONS, check_kwargs, non_finite
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
-from appzoo.registry import MODELS, READERS
+from appzoo.registry import MODELS, READERS, did_you_mean
 from appzoo.trainer_config import TrainerConfig
 
 SPLITS = ("train", "dev", "test", "predict")
@@ -45,6 +45,7 @@ class Plan:
     do: list
     init_from: str  # a best/ folder to start from, or None
     source: str = "<param file>"  # the param file, for messages
+    metric: Optional[str] = None  # the dev metric the best model is chosen on (for reader.check_split)
 
 
 def validate(config, param_path="<param file>", do=None):
@@ -58,18 +59,24 @@ def validate(config, param_path="<param file>", do=None):
 
 
 def _validate(config, do):
-    trainer_section = dict(config["trainer"])
+    for name in SECTIONS:  # load_param_file checks this too; a config built in Python may lack it
+        if not isinstance(config.get(name, {}), dict):
+            raise ConfigError(f"{name}: expected an object, got {config[name]!r}")
+    found = non_finite(config, "")
+    if found:
+        raise ConfigError(f"{found[0].lstrip('.')}: must be a finite number, got {found[1]!r}")
+    trainer_section = dict(config.get("trainer", {}))
     if do is not None:
         trainer_section["do"] = do
     check_kwargs(TrainerConfig, trainer_section, "trainer", label="trainer")
     trainer = TrainerConfig(**trainer_section)
 
-    model_section = dict(config["model"])
+    model_section = dict(config.get("model", {}))
     if "type" not in model_section:
         raise ConfigError(f"model.type: required key is missing (available: {', '.join(MODELS.names())})")
     model_class = MODELS.get(model_section.pop("type"), "model.type")
 
-    data_section = dict(config["dataset_reader"])
+    data_section = dict(config.get("dataset_reader", {}))
     data_section.setdefault("type", model_class.READERS[0])
     reader_class = READERS.get(data_section["type"], "dataset_reader.type")
     if data_section["type"] not in model_class.READERS:
@@ -116,7 +123,12 @@ def _validate(config, do):
     builds_encoder = encoder is not None and not (init_from and "train" not in modes)  # as runner.run does
     check_model_sources(encoder if builds_encoder else None, init_from, data.max_seq_len)
     check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
-    reader_class(**data_section)  # constructors check their own value ranges
+    reader = reader_class(**data_section)  # constructors check their own value ranges
+    reader.check_plan(data)
+    if hasattr(model_class, "check_config"):  # the loss and its fit to the head and the reader's config
+        model_class.check_config(model_section, reader.plan_model_args())
+    metric = _check_metric(trainer, reader)
+    _check_output_dir(trainer.output_dir)
 
     # A folder counts as holding a run once a model was saved there; a run that
     # stopped before (a bad metric name at the first evaluation, say) can be redone.
@@ -130,7 +142,34 @@ def _validate(config, do):
     resolved["trainer"] = dataclasses.asdict(trainer)
     resolved["trainer"]["do"] = modes
     return Plan(resolved, data, reader_class, data_section, model_class, model_section,
-                encoder, trainer, modes, init_from)
+                encoder, trainer, modes, init_from, metric=metric)
+
+
+def _check_metric(trainer, reader):
+    """The dev metric the best model is chosen on, checked against the names
+    the reader declares (the trainer checks again at the first evaluation)."""
+    metric = trainer.metric_for_best or reader.default_metric
+    names = reader.metric_names()
+    if names is not None and metric not in names:
+        raise ConfigError(
+            f"trainer.metric_for_best: {metric!r} is not a dev metric of this task{did_you_mean(metric, names)} "
+            f"(available: {', '.join(sorted(names))})"
+        )
+    return metric
+
+
+def _check_output_dir(path):
+    """The output folder is a folder, or can be made one, and can be written."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"trainer.output_dir: {path!r} is a file, not a folder; choose a folder")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):  # the nearest part of the path that exists
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigError(f"trainer.output_dir: {path!r} cannot be created: {existing!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is" if existing == os.path.abspath(path) else f"would be created in {existing!r}, which is"
+        raise ConfigError(f"trainer.output_dir: {path!r} {what} not writable; choose a folder you can write to")
 
 
 def _check_reader_keys(common, reader_class, rest):

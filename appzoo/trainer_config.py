@@ -1,5 +1,6 @@
 """The ``trainer`` section of a param file."""
 import dataclasses
+import math
 from typing import List, Literal, Optional, Union
 
 from appzoo.errors import ConfigError
@@ -44,6 +45,13 @@ class TrainerConfig:
             if value < minimum:
                 raise ConfigError(f"trainer.{name}: must be >= {minimum}, got {value}")
 
+        # NaN passes every comparison below unnoticed (max_grad_norm=NaN turned clipping off)
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"trainer.{field.name}: must be a finite number, got {value}")
+        if not self.output_dir.strip():
+            raise ConfigError("trainer.output_dir: must not be empty (a folder for the run's outputs)")
         for name in ("epochs", "batch_size", "eval_batch_size", "logging_steps", "keep_checkpoints"):
             positive(name)
         for name in ("eval_steps", "patience", "warmup_steps", "seed"):

@@ -72,6 +72,32 @@ class DatasetReader:
     def load_state(self, state):
         """Restore what :meth:`fit` returned."""
 
+    # ---- planning: checks that need the config alone, or one split -------
+    def check_plan(self, data):
+        """Raise ConfigError for reader keys that do not fit the shared
+        ``dataset_reader`` keys (``data``: max_seq_len, the split paths).
+        Called by :func:`appzoo.plan.validate`, before anything is read or
+        written."""
+
+    def plan_model_args(self):
+        """The part of :meth:`model_args` that the config alone fixes (no
+        data needed), so that a model can check its keys against it at plan
+        time (``multi_label``, ``negatives``)."""
+        return {}
+
+    def metric_names(self):
+        """The scalar dev metrics of this reader's config: the scalar keys
+        :meth:`evaluate` returns, plus ``"loss"`` where dev batches carry
+        labels. None: not declared (``metric_for_best`` is then checked only
+        at the first evaluation)."""
+        return None
+
+    def check_split(self, examples, split, path, metric):
+        """Raise DataError (naming ``path``) when a split that was read cannot
+        give ``metric`` (the ``metric_for_best`` in use) although the config
+        is fine, e.g. a single-class dev set under ``auc``. Called by the
+        runner after reading each split."""
+
 
 def pad(sequences, value, dtype="int64"):
     """Right-pad a list of lists to a ``[len, max_len]`` array."""

@@ -7,7 +7,13 @@ Three call shapes (``FAMILY``):
   float ``[..., C]`` targets (multi-hot or soft; an entry equal to
   ``ignore_index`` masks that entry for sigmoid losses and its whole row for
   softmax losses). ``TARGET`` says which labels a loss takes: ``"index"``,
-  ``"multi_hot"`` or ``"both"``.
+  ``"multi_hot"`` or ``"both"``. ``ACTIVATION`` says how it reads the
+  logits: ``"softmax"`` (one distribution over the classes, so only their
+  ranking means something: argmax decoding) or ``"sigmoid"`` (each class on
+  its own, so a threshold on its sigmoid is meaningful: multi-label
+  decoding). A loss with a ``mode`` argument (or ohem, from its base)
+  declares the pair ``("softmax", "sigmoid")`` and sets ``ACTIVATION`` on
+  the instance to the one it was built with.
 * ``"pair"``: ``loss(pos_scores, neg_scores)``; ``[N]`` or ``[N, P]`` and
   ``[N]`` or ``[N, K]``; one loss per row.
 * ``"embedding"``: ``loss(query, positive, negative=None)``; ``[N, D]`` each;
@@ -45,6 +51,8 @@ def check_range(param, value, low=None, high=None, low_open=False, high_open=Fal
 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise LossParamError(param, f"must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise LossParamError(param, f"must be a finite number, got {value!r}")
     if low is not None and high is not None:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
         if not ok:
@@ -254,6 +262,7 @@ class ClassificationLoss(paddle.nn.Layer):
 
     FAMILY = "classification"
     TARGET = "index"
+    ACTIVATION = "softmax"
 
     def elementwise(self, logits, labels):
         raise NotImplementedError
@@ -266,11 +275,13 @@ class ClassificationLoss(paddle.nn.Layer):
 class PairLoss(paddle.nn.Layer):
     FAMILY = "pair"
     TARGET = None
+    ACTIVATION = None  # scores, not class logits
 
 
 class EmbeddingLoss(paddle.nn.Layer):
     FAMILY = "embedding"
     TARGET = None
+    ACTIVATION = None
 
 
 def pair_inputs(pos_scores, neg_scores):

@@ -65,6 +65,7 @@ class CrossEntropyLoss(ClassificationLoss):
     """See cross_entropy_loss. ``class_weights="balanced"`` uses ``class_counts``."""
 
     TARGET = "both"
+    ACTIVATION = "softmax"
 
     def __init__(self, class_weights: Union[List[float], Literal["balanced"], None] = None,
                  label_smoothing: float = 0.0, ignore_index: int = -100, from_logits: bool = True,
@@ -147,6 +148,7 @@ class BinaryCrossEntropyLoss(ClassificationLoss):
     """See binary_cross_entropy_loss."""
 
     TARGET = "both"
+    ACTIVATION = "sigmoid"
 
     def __init__(self, pos_weight: Union[float, List[float], None] = None, ignore_index: int = -100,
                  reduction: Literal["mean", "sum", "none"] = "mean"):

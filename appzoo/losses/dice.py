@@ -92,6 +92,7 @@ class DiceLoss(ClassificationLoss):
     """See dice_loss."""
 
     TARGET = "both"
+    ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
 
     def __init__(self, alpha: float = 1.0, smooth: float = 1.0, square_denominator: bool = True,
                  mode: Literal["softmax", "sigmoid"] = "softmax", ignore_index: int = -100,
@@ -100,6 +101,7 @@ class DiceLoss(ClassificationLoss):
         _check_dice(alpha, smooth, mode, reduction)
         self.alpha, self.smooth, self.square_denominator = alpha, smooth, square_denominator
         self.mode, self.ignore_index, self.reduction = mode, ignore_index, reduction
+        self.ACTIVATION = mode
 
     def elementwise(self, logits, labels):
         return _dice_elementwise(logits, labels, self.alpha, self.smooth, self.square_denominator,

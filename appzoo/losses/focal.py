@@ -102,6 +102,7 @@ class FocalLoss(ClassificationLoss):
     """See focal_loss. ``alpha="balanced"`` (softmax mode) uses ``class_counts``."""
 
     TARGET = "both"
+    ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
 
     def __init__(self, gamma: float = 2.0,
                  alpha: Union[float, List[float], Literal["balanced"], None] = None,
@@ -122,6 +123,7 @@ class FocalLoss(ClassificationLoss):
         else:
             alpha = per_class_weights("alpha", alpha, class_counts)
         self.gamma, self.alpha, self.mode = gamma, alpha, mode
+        self.ACTIVATION = mode
         self.normalizer, self.ignore_index, self.reduction = normalizer, ignore_index, reduction
 
     def elementwise(self, logits, labels):

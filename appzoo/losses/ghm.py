@@ -91,6 +91,7 @@ class GHMLoss(ClassificationLoss):
     training mode), as the paper's implementation does."""
 
     TARGET = "both"
+    ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
 
     def __init__(self, bins: int = 10, momentum: float = 0.75,
                  mode: Literal["sigmoid", "softmax"] = "sigmoid", ignore_index: int = -100,
@@ -98,6 +99,7 @@ class GHMLoss(ClassificationLoss):
         super().__init__()
         _check_ghm(bins, momentum, mode, reduction)
         self.bins, self.momentum, self.mode = bins, momentum, mode
+        self.ACTIVATION = mode
         self.ignore_index, self.reduction = ignore_index, reduction
         self.register_buffer("acc_counts", paddle.zeros([bins], dtype="float32"), persistable=True)
 

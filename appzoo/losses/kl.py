@@ -49,6 +49,7 @@ class KLDivLoss(ClassificationLoss):
     """See kl_div_loss."""
 
     TARGET = "multi_hot"
+    ACTIVATION = "softmax"  # a target distribution over the classes
 
     def __init__(self, from_logits: bool = True, temperature: float = 1.0, ignore_index: int = -100,
                  reduction: Literal["mean", "sum", "none"] = "mean"):

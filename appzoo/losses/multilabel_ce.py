@@ -72,6 +72,7 @@ class MultiLabelCELoss(ClassificationLoss):
     """See multilabel_ce_loss."""
 
     TARGET = "both"
+    ACTIVATION = "sigmoid"  # each class's logit against 0, i.e. sigmoid against 0.5
 
     def __init__(self, ignore_index: int = -100, reduction: Literal["mean", "sum", "none"] = "mean"):
         super().__init__()

@@ -49,6 +49,7 @@ class OHEMLoss(ClassificationLoss):
     :func:`build_loss` under ``<key path>.base`` and must not set ``reduction``."""
 
     TARGET = "both"
+    ACTIVATION = ("softmax", "sigmoid")  # its base's
 
     def __init__(self, base: dict, ratio: float = 0.25, min_kept: int = 0,
                  reduction: Literal["mean", "sum", "none"] = "mean",
@@ -66,6 +67,7 @@ class OHEMLoss(ClassificationLoss):
         self.base = build_loss(base, f"{key_path}.base", class_counts=class_counts, family="classification")
         self.base.reduction = "none"
         self.TARGET = self.base.TARGET
+        self.ACTIVATION = self.base.ACTIVATION
         self.ratio, self.min_kept, self.reduction = ratio, min_kept, check_reduction(reduction)
 
     def elementwise(self, logits, labels):

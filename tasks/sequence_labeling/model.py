@@ -9,7 +9,7 @@ import paddle
 
 from appzoo.config import Range
 from appzoo.errors import ConfigError
-from appzoo.models import classification_loss, dropout_layer, encode
+from appzoo.models import check_classification_loss, classification_loss, dropout_layer, encode
 from appzoo.registry import MODELS
 from tasks.sequence_labeling.crf import LinearChainCrf
 from tasks.sequence_labeling.schemes import transition_masks
@@ -47,7 +47,12 @@ class ErnieFcSeqLabel(_Tagger):
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
                  loss: Optional[dict] = None, dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1):
         super().__init__(encoder, num_labels, dropout)
-        self.loss_fn = classification_loss(loss, class_counts)
+        self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__)
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``."""
+        check_classification_loss(model_kwargs.get("loss"), head=cls.__name__)
 
     def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
         logits = self.emissions(input_ids, token_type_ids, positions)
@@ -73,15 +78,22 @@ class ErnieCrfSeqLabel(_Tagger):
     """
 
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
-                 loss: Optional[dict] = None, loss_weight: float = 1.0,
+                 loss: Optional[dict] = None, loss_weight: Annotated[float, Range(ge=0)] = 1.0,
                  dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, constrained: bool = True):
         super().__init__(encoder, num_labels, dropout)
-        if loss_weight < 0:
+        if not loss_weight >= 0:  # NaN too
             raise ConfigError(f"model.loss_weight: must be >= 0, got {loss_weight}")
         allowed = transition_masks(tag_names, scheme) if constrained and tag_names and scheme else None
         self.crf = LinearChainCrf(num_labels, allowed)
-        self.loss_fn = classification_loss(loss, class_counts) if loss else None
+        self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__) if loss else None
         self.loss_weight = loss_weight
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``
+        (the token loss is optional here: the CRF likelihood is the loss)."""
+        if model_kwargs.get("loss"):
+            check_classification_loss(model_kwargs["loss"], head=cls.__name__)
 
     def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
         logits = self.emissions(input_ids, token_type_ids, positions)

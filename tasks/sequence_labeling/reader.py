@@ -6,6 +6,7 @@ the first piece of each token carries its tag, and a sentence longer than
 ``max_seq_len`` is cut into overlapping windows whose predictions are merged
 back, each token taking the tag of the window where it has the most context.
 """
+import os
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -245,6 +246,24 @@ class SequenceLabelingReader(DatasetReader):
         if self.invalid_gold == "error":
             raise DataError(message)
         note(f"note: {message} (kept as they are; dataset_reader.invalid_gold=error refuses them)")
+
+    # ---- planning ----------------------------------------------------------
+    def check_plan(self, data):
+        budget = data.max_seq_len - 2  # [CLS] and [SEP]
+        if self.window_overlap >= budget:
+            raise ConfigError(f"dataset_reader.window_overlap: must be < max_seq_len - 2 = {budget} "
+                              f"(dataset_reader.max_seq_len is {data.max_seq_len}), got {self.window_overlap}")
+        if self.label_file is not None and not os.path.isfile(self.label_file):
+            raise ConfigError(f"dataset_reader.label_file: no such file {self.label_file!r}")
+        if self.dev_from_train and data.train and data.dev != data.train:
+            raise ConfigError(f"dataset_reader.dev: dev_from_train={self.dev_from_train} carves dev out of the "
+                              f"training file, so dev must name the same file as train ({data.train!r}), "
+                              f"got {data.dev!r}")
+
+    def metric_names(self):
+        """What :func:`sequence_labeling_metrics` returns as scalars, and the dev loss."""
+        averages = [f"{a}_{m}" for a in ("micro", "macro", "weighted") for m in ("precision", "recall", "f1")]
+        return [*averages, "token_accuracy", "loss"]
 
     def model_args(self, labels, train_examples):
         self._resolve_scheme(labels, train_examples)

@@ -5,7 +5,7 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.config import Range
-from appzoo.models import classification_loss, dropout_layer, encode, pool
+from appzoo.models import check_classification_loss, classification_loss, dropout_layer, encode, pool
 from appzoo.registry import MODELS
 
 
@@ -27,7 +27,14 @@ class ErnieFcClassification(paddle.nn.Layer):
         self.multi_label = multi_label
         self.dropout = dropout_layer(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
-        self.loss_fn = classification_loss(loss, class_counts, multi_label)
+        self.loss_fn = classification_loss(loss, class_counts, multi_label, head=type(self).__name__)
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``
+        (the ``model`` section), given the model arguments the reader's config
+        fixes before any data is read (``known``: ``multi_label``)."""
+        check_classification_loss(model_kwargs.get("loss"), known.get("multi_label", False), cls.__name__)
 
     def forward(self, input_ids, token_type_ids=None, labels=None):
         sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)

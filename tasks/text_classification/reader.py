@@ -1,4 +1,5 @@
 """Reader for text classification: TSV / CSV / JSONL, multi-class or multi-label."""
+import os
 from typing import Literal, Optional, Union
 
 import numpy as np
@@ -91,6 +92,19 @@ class ClassificationReader(DatasetReader):
             for value in (example["label"] if self.multi_label else [example["label"]]):
                 counts[index[value]] += 1
         return counts
+
+    # ---- planning ----------------------------------------------------------
+    def check_plan(self, data):
+        if self.label_file is not None and not os.path.isfile(self.label_file):
+            raise ConfigError(f"dataset_reader.label_file: no such file {self.label_file!r}")
+
+    def plan_model_args(self):
+        return {"multi_label": self.multi_label}
+
+    def metric_names(self):
+        """What :func:`classification_metrics` / :func:`multilabel_metrics` return as scalars, and the dev loss."""
+        averages = [f"{a}_{m}" for a in ("macro", "micro", "weighted") for m in ("precision", "recall", "f1")]
+        return ["subset_accuracy" if self.multi_label else "accuracy", *averages, "loss"]
 
     def model_args(self, labels, train_examples):
         counts = self.label_counts(train_examples, labels) if train_examples else None

@@ -8,7 +8,7 @@ import paddle.nn.functional as F
 from appzoo.config import Range
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
-from appzoo.models import classification_loss, dropout_layer, encode, pool
+from appzoo.models import check_classification_loss, classification_loss, dropout_layer, encode, pool
 from appzoo.registry import MODELS
 from tasks.text_classification.model import ErnieFcClassification
 
@@ -60,7 +60,12 @@ class ErnieMatchingSiamesePointwise(_Siamese):
         super().__init__(encoder, pooling)
         self.dropout = dropout_layer(dropout)
         self.classifier = paddle.nn.Linear(4 * encoder.config.hidden_size, num_labels)
-        self.loss_fn = classification_loss(loss, class_counts)
+        self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__)
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``."""
+        check_classification_loss(model_kwargs.get("loss"), head=cls.__name__)
 
     def forward(self, query_input_ids, title_input_ids, labels=None):
         u, v = self.embed(query_input_ids), self.embed(title_input_ids)
@@ -102,17 +107,27 @@ class ErnieMatchingSiamesePairwise(_Siamese):
     def __init__(self, encoder, negatives="labelled", loss: Optional[dict] = None,
                  similarity: Literal["cosine", "dot"] = "cosine", pooling: Literal["cls", "mean"] = "mean"):
         super().__init__(encoder, pooling)
-        loss = loss or {"name": "circle"}
-        self.loss_fn = build_loss(loss, key_path="model.loss", family=self.LOSS_FAMILY)
-        family = self.loss_fn.FAMILY
-        if loss["name"] == "triplet" and negatives == "in_batch":
-            raise ConfigError("model.loss.name: 'triplet' needs one labelled negative per pair; set "
-                              "dataset_reader.negatives to 'labelled' or use infonce / sum_hinge / max_hinge")
-        if loss["name"] == "circle" and similarity != "cosine":
-            raise ConfigError("model.loss.name: 'circle' expects cosine similarities in [-1, 1]; "
-                              "set model.similarity to 'cosine'")
+        self.loss_fn = self.check_config({"loss": loss, "similarity": similarity}, {"negatives": negatives})
         self.similarity = similarity
-        self.family = family
+        self.family = self.loss_fn.FAMILY
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Raise what does not fit together in ``model_kwargs`` and the
+        reader's ``negatives`` (in ``known``); returns the built loss. Called
+        at plan time and by ``__init__``."""
+        loss = model_kwargs.get("loss") or {"name": "circle"}
+        loss_fn = build_loss(loss, key_path="model.loss", family=cls.LOSS_FAMILY)
+        negatives = known.get("negatives", "labelled")
+        similarity = model_kwargs.get("similarity", "cosine")
+        if loss["name"] == "triplet" and negatives == "in_batch":
+            raise ConfigError("model.loss.name: 'triplet' needs one labelled negative per pair, but "
+                              "dataset_reader.negatives is 'in_batch'; set it to 'labelled' or use "
+                              "infonce / sum_hinge / max_hinge")
+        if loss["name"] == "circle" and similarity != "cosine":
+            raise ConfigError(f"model.loss.name: 'circle' expects cosine similarities in [-1, 1], but "
+                              f"model.similarity is {similarity!r}; set model.similarity to 'cosine'")
+        return loss_fn
 
     def _embed(self, input_ids):
         emb = self.embed(input_ids)

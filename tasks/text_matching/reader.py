@@ -102,6 +102,29 @@ class MatchingReader(DatasetReader):
                               f"model (labels: {', '.join(labels)})")
         return labels.index(self.positive_label)
 
+    # ---- planning ----------------------------------------------------------
+    LABELS_IN_BATCH = True  # the cross-encoder takes labels (so dev has a loss) and gives probabilities
+
+    def metric_names(self):
+        """What :func:`matching_metrics` returns as scalars (``auc`` once dev
+        holds both labels: see :meth:`check_split`); pointwise models also
+        give the argmax decision's scores and a dev loss."""
+        names = ["auc", "accuracy", "precision", "recall", "f1", "threshold"]
+        if self.LABELS_IN_BATCH:
+            names += ["argmax_accuracy", "argmax_precision", "argmax_recall", "argmax_f1", "loss"]
+        return names
+
+    def check_split(self, examples, split, path, metric):
+        """``auc`` needs both labels in dev; without it the best model cannot be chosen."""
+        if split != "dev" or metric != "auc":
+            return
+        found = {e["label"] for e in examples if e.get("label") is not None}
+        if len(found) < 2:
+            only = f"only label {next(iter(found))!r}" if found else "no labels"
+            raise DataError(f"{path}: the dev set has {only}, so its auc (the metric the best model is chosen "
+                            f"on) is undefined; add dev pairs labelled {self.positive_label!r} and "
+                            f"{self.negative_label!r}, or set trainer.metric_for_best to another metric")
+
     def model_args(self, labels, train_examples):
         counts = None
         if train_examples:
@@ -292,6 +315,9 @@ class PairwiseMatchingReader(SiameseMatchingReader):
         if not items:
             raise DataError(f"{path}: no triples")
         return items
+
+    def plan_model_args(self):
+        return {"negatives": self.negatives}
 
     def model_args(self, labels, train_examples):
         return {"negatives": self.negatives}
