@@ -123,13 +123,19 @@ def check_kwargs(target, section, key_path, injected=(), label=None):
     label = label or getattr(target, "__name__", str(target))
     if not isinstance(section, dict):
         raise ConfigError(f"{key_path}: expected an object, got {section!r}")
-    func = target.__init__ if inspect.isclass(target) else target
-    hints = typing.get_type_hints(func, include_extras=True)
-    params = {
-        name: p for name, p in inspect.signature(func).parameters.items()
-        if name not in ("self",) and name not in injected
-        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    }
+    # A constructor that passes ``**kwargs`` on to its base class accepts the
+    # base's keys too: follow the class hierarchy (MRO) while each one does.
+    funcs = [c.__init__ for c in target.__mro__ if "__init__" in vars(c) and c is not object] \
+        if inspect.isclass(target) else [target]
+    params, hints = {}, {}
+    for func in funcs:
+        hints = {**typing.get_type_hints(func, include_extras=True), **hints}  # the subclass's annotation wins
+        signature = inspect.signature(func).parameters
+        for name, p in signature.items():
+            if name != "self" and name not in injected and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                params.setdefault(name, p)
+        if not any(p.kind == p.VAR_KEYWORD for p in signature.values()):
+            break
     for key, value in section.items():
         if key not in params:
             raise ConfigError(

@@ -6,9 +6,15 @@ task's data: reading files into examples, the label set, tokenisation,
 batching, turning model outputs back into per-example predictions, metrics
 and the rows of ``predictions.jsonl``. The trainer only moves batches.
 """
+import contextlib
+import os
+from typing import Literal
+
 import numpy as np
 
+from appzoo.data.tabular import TextFile, check_encoding, check_on_bad_line
 from appzoo.errors import ConfigError, DataError
+from appzoo.progress import note
 
 
 class DatasetReader:
@@ -16,6 +22,32 @@ class DatasetReader:
 
     #: name of the scalar metric the best checkpoint is chosen on by default
     default_metric = "macro_f1"
+
+    def __init__(self, encoding: str = "utf-8", on_bad_line: Literal["error", "skip"] = "error"):
+        """Keys every reader takes (subclasses pass them on with ``**kwargs``).
+
+        ``encoding``: of the data and label files, any Python codec name (a
+        UTF-8 byte-order mark is dropped). ``on_bad_line``: a line that cannot
+        be decoded or parsed (too many fields, bad JSON, a field of the wrong
+        type) is an error naming ``file:line`` ("error"), or is left out and
+        counted in ``skipped`` (``{path: lines skipped}``) and in a note ("skip").
+        """
+        check_encoding(encoding)
+        check_on_bad_line(on_bad_line)
+        self.encoding = encoding
+        self.on_bad_line = on_bad_line
+        self.skipped = {}
+
+    @contextlib.contextmanager
+    def open_data(self, path):
+        """``path`` as a :class:`~appzoo.data.tabular.TextFile` with this
+        reader's encoding and bad-line policy; the lines it skipped are
+        recorded in ``skipped[path]`` and noted once the file is read."""
+        with TextFile(path, self.encoding, self.on_bad_line) as source:
+            yield source
+        self.skipped[path] = source.skipped
+        if source.skipped:
+            note(f"note: skipped {source.skipped} bad line(s) of {path} (first: {source.first_skipped})")
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -108,16 +140,34 @@ def pad(sequences, value, dtype="int64"):
     return out
 
 
-def read_label_file(path, what="label"):
-    """Labels (or tags) one per line, in the file's order; blank lines skipped."""
+def read_label_file(path, what="label", encoding="utf-8"):
+    """Labels (or tags) one per line, in the file's order; blank lines skipped.
+    A line that cannot be decoded is an error (a label set is never partial)."""
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            labels = [line.strip() for line in f if line.strip()]
-    except FileNotFoundError:
-        raise ConfigError(f"dataset_reader.label_file: no such file {path!r}") from None
+        with TextFile(path, encoding) as source:
+            labels = [line.strip() for _, line in source if line.strip()]
+    except DataError:
+        if not os.path.isfile(path):
+            raise ConfigError(f"dataset_reader.label_file: no such file {path!r}") from None
+        raise
     seen = set()
     for label in labels:
         if label in seen:
             raise DataError(f"{path}: the {what} {label!r} is listed twice")
         seen.add(label)
     return labels
+
+
+def warn_label_variants(counts, what="label"):
+    """Print one warning listing labels that differ only by case or surrounding
+    whitespace (``Sports`` next to ``sports``): they are different classes to
+    the model, which is rarely what the data meant. ``counts``: ``{label:
+    examples}`` in the label set's order."""
+    groups = {}
+    for label in counts:
+        groups.setdefault(label.strip().casefold(), []).append(label)
+    variants = [group for group in groups.values() if len(group) > 1]
+    if variants:
+        listed = "; ".join(" / ".join(f"{label!r} ({counts[label]})" for label in group) for group in variants)
+        note(f"warning: {what}s that differ only by case or surrounding whitespace are different classes: "
+             f"{listed} (training counts in brackets; fix the data if they mean one {what})")

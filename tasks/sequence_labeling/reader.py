@@ -7,12 +7,13 @@ the first piece of each token carries its tag, and a sentence longer than
 back, each token taking the tag of the window where it has the most context.
 """
 import os
+from collections import Counter
 from typing import Literal, Optional, Union
 
 import numpy as np
 
-from appzoo.data.reader import DatasetReader, pad, read_label_file
-from appzoo.data.tabular import jsonl_rows, open_text
+from appzoo.data.reader import DatasetReader, pad, read_label_file, warn_label_variants
+from appzoo.data.tabular import clip, jsonl_rows
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import entity_spans
 from appzoo.progress import note, progress
@@ -47,7 +48,8 @@ class SequenceLabelingReader(DatasetReader):
                  scheme: Literal["auto", "BIO", "IOB1", "BIOES", "BMES"] = "auto",
                  label_file: Optional[str] = None, window_overlap: int = 16,
                  invalid_gold: Literal["warn", "error"] = "warn", dev_from_train: float = 0.0,
-                 split_seed: int = 13):
+                 split_seed: int = 13, **kwargs):
+        super().__init__(**kwargs)
         if format == "line" and (token_column is not None or tag_column is not None or delimiter is not None):
             key = "token_column" if token_column is not None else "tag_column" if tag_column is not None \
                 else "delimiter"
@@ -84,9 +86,9 @@ class SequenceLabelingReader(DatasetReader):
 
     # ---- reading ---------------------------------------------------------
     def read(self, path, split):
-        with open_text(path) as handle:
+        with self.open_data(path) as source:
             reader = {"conll": self._read_conll, "line": self._read_line, "jsonl": self._read_jsonl}[self.format]
-            examples = list(reader(handle, path, split))
+            examples = list(reader(source, path, split))
         if not examples and split != "predict":
             raise DataError(f"{path}: no sentences")
         return self._carve_dev(examples, path, split)
@@ -111,40 +113,49 @@ class SequenceLabelingReader(DatasetReader):
             return line.split(self.delimiter)
         return line.split("\t") if "\t" in line else line.split()
 
-    def _read_conll(self, handle, path, split):
-        tokens, tags, first = [], [], None
-        for number, raw in enumerate(handle, start=1):
+    def _read_conll(self, source, path, split):
+        # A sentence that lost a line (skipped with on_bad_line "skip") is left
+        # out whole: a missing token would shift its entities and line numbers.
+        tokens, tags, first, last, broken = [], [], None, 0, False
+        for number, raw in source:
+            broken, last = broken or number != last + 1, number
             line = raw.rstrip("\r\n")
             if not line.strip() or line.startswith("-DOCSTART-"):
-                if tokens:
+                if tokens and not broken:
                     yield self._example(tokens, tags, path, first, split, conll=True)
-                tokens, tags, first = [], [], None
+                tokens, tags, first, broken = [], [], None, False
                 continue
             columns = self._columns(line)
             try:
                 token = columns[self.token_column]
             except IndexError:
-                raise DataError(f"{path}:{number}: no token column {self.token_column} "
-                                f"(the line has {len(columns)} column(s): {line!r})") from None
+                source.bad(number, f"no token column {self.token_column} "
+                                   f"(the line has {len(columns)} column(s): {line!r})")
+                broken = True
+                continue
             try:
                 tag = columns[self.tag_column].strip()
             except IndexError:
                 if split != "predict":
-                    raise DataError(f"{path}:{number}: no tag column {self.tag_column} "
-                                    f"(the line has {len(columns)} column(s): {line!r})") from None
+                    source.bad(number, f"no tag column {self.tag_column} "
+                                       f"(the line has {len(columns)} column(s): {line!r})")
+                    broken = True
+                    continue
                 tag = None
             if not tag and tag is not None:
-                raise DataError(f"{path}:{number}: empty tag in column {self.tag_column}: {line!r}")
+                source.bad(number, f"empty tag in column {self.tag_column}: {line!r}")
+                broken = True
+                continue
             if first is None:
                 first = number
             tokens.append(token)
             tags.append(tag)
-        if tokens:  # the last sentence may lack a trailing blank line
+        if tokens and not broken:  # the last sentence may lack a trailing blank line
             yield self._example(tokens, tags, path, first, split, conll=True)
 
-    def _read_line(self, handle, path, split):
+    def _read_line(self, source, path, split):
         blank = None
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in source:
             line = raw.rstrip("\r\n")
             if not line.strip():
                 blank = blank or number
@@ -153,24 +164,30 @@ class SequenceLabelingReader(DatasetReader):
                 raise DataError(f"{path}:{blank}: empty sentence (the line format holds one sentence per line)")
             parts = line.split("\t")
             if len(parts) > 2:
-                raise DataError(f"{path}:{number}: expected tokens<TAB>tags, got {len(parts)} tab-separated fields")
+                source.bad(number, f"expected tokens<TAB>tags, got {len(parts)} tab-separated fields")
+                continue
             tokens = parts[0].split()
             tags = parts[1].split() if len(parts) == 2 else None
             if tags is None and split != "predict":
-                raise DataError(f"{path}:{number}: no tags (expected tokens<TAB>tags)")
+                source.bad(number, "no tags (expected tokens<TAB>tags)")
+                continue
             yield self._example(tokens, tags, path, number, split)
 
-    def _read_jsonl(self, handle, path, split):
+    def _read_jsonl(self, source, path, split):
         fields = {"tokens": self.token_column, "tags": self.tag_column}
-        for number, row in jsonl_rows(handle, path, fields, optional=("tags",) if split == "predict" else ()):
+        for number, row in jsonl_rows(source, fields, optional=("tags",) if split == "predict" else ()):
             tokens, tags = row["tokens"], row["tags"]
             tokens = list(tokens) if isinstance(tokens, str) else tokens
             tags = tags.split() if isinstance(tags, str) else tags
-            for name, values in (("tokens", tokens), ("tags", tags)):
-                if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
-                    raise DataError(f"{path}:{number}: {name} must be a list of strings, got {values!r}")
+            wrong = [(name, values) for name, values in (("tokens", tokens), ("tags", tags))
+                     if (values is not None or name == "tokens" or split != "predict")  # a predict file: no tags
+                     and not (isinstance(values, list) and all(isinstance(v, str) for v in values))]
+            if wrong:
+                source.bad(number, f"{wrong[0][0]} must be a list of strings, got {clip(wrong[0][1])}")
+                continue
             if any(t == "" for t in tokens):
-                raise DataError(f"{path}:{number}: empty token at position {tokens.index('')}")
+                source.bad(number, f"empty token at position {tokens.index('')}")
+                continue
             yield self._example(tokens, tags, path, number, split)
 
     def _example(self, tokens, tags, path, line, split, conll=False):
@@ -195,15 +212,17 @@ class SequenceLabelingReader(DatasetReader):
 
     # ---- labels and scheme ----------------------------------------------
     def build_labels(self, train_examples):
+        counts = Counter(t for e in train_examples for t in e["tags"])
         if self.label_file:
-            labels = read_label_file(self.label_file, what="tag")
+            labels = read_label_file(self.label_file, what="tag", encoding=self.encoding)
             self._resolve_scheme(labels, train_examples)
             self.check_labels(train_examples, labels, "the training file")
-            return labels
-        labels = sorted({t for e in train_examples for t in e["tags"]}, key=tag_order)
-        self._resolve_scheme(labels, train_examples)
-        self._check_tags(train_examples, labels, known=None)
-        self._report_invalid(train_examples, "train")
+        else:
+            labels = sorted(counts, key=tag_order)
+            self._resolve_scheme(labels, train_examples)
+            self._check_tags(train_examples, labels, known=None)
+            self._report_invalid(train_examples, "train")
+        warn_label_variants({label: counts[label] for label in labels}, what="tag")
         return labels
 
     def _resolve_scheme(self, labels, examples=None):

@@ -1,11 +1,12 @@
 """Reader for text classification: TSV / CSV / JSONL, multi-class or multi-label."""
 import os
+from collections import Counter
 from typing import Literal, Optional, Union
 
 import numpy as np
 
-from appzoo.data.reader import DatasetReader, pad, read_label_file
-from appzoo.data.tabular import columns, read_rows, table_options
+from appzoo.data.reader import DatasetReader, pad, read_label_file, warn_label_variants
+from appzoo.data.tabular import columns, read_rows, table_options, wrong_type
 from appzoo.errors import ConfigError, DataError
 from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS, did_you_mean
@@ -28,7 +29,8 @@ class ClassificationReader(DatasetReader):
     def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_column: Column = None,
                  label_column: Column = None, delimiter: Optional[str] = None, header: int = 0,
                  quoting: Optional[bool] = None, label_file: Optional[str] = None,
-                 multi_label: bool = False, label_separator: str = ",", threshold: float = 0.5):
+                 multi_label: bool = False, label_separator: str = ",", threshold: float = 0.5, **kwargs):
+        super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
         if not 0 < threshold < 1:
             raise ConfigError(f"dataset_reader.threshold: must be in (0, 1), got {threshold}")
@@ -40,39 +42,61 @@ class ClassificationReader(DatasetReader):
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
-        rows = read_rows(path, self.fields, optional=("label",) if split == "predict" else (), **self.options)
         examples = []
-        for line, row in rows:
-            text = row["text"]
-            if not isinstance(text, str) or not text.strip():
-                raise DataError(f"{path}:{line}: empty text")
-            examples.append({"text": text, "label": self._parse_label(row["label"], path, line),
-                             "source": f"{path}:{line}"})
+        with self.open_data(path) as source:
+            for line, row in read_rows(source, self.fields, optional=("label",) if split == "predict" else (),
+                                       **self.options):
+                problem = self._row_problem(row, split)
+                if problem:
+                    source.bad(line, problem)
+                    continue
+                examples.append({"text": row["text"], "label": self._parse_label(row["label"]),
+                                 "source": f"{path}:{line}"})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
         return examples
 
-    def _parse_label(self, value, path, line):
+    def _row_problem(self, row, split):
+        """Why a row cannot be read, else None. JSONL values: the text is a
+        string; a label a string or a number (a list of them with
+        ``multi_label``), null only where labels may be left out."""
+        text, label = row["text"], row["label"]
+        if not isinstance(text, str):
+            return wrong_type(self.fields["text"], text)
+        if label is None:
+            fits = split == "predict"
+        elif self.multi_label and isinstance(label, list):
+            fits = all(_scalar(v) for v in label)
+        else:
+            fits = _scalar(label)
+        if not fits:
+            expected = "a string or a list of strings" if self.multi_label else "a string or a number"
+            return wrong_type(self.fields["label"], label, expected)
+        if not text.strip():
+            return "empty text"
+        if not self.multi_label and label is not None and not str(label).strip():
+            return "empty label"
+        return None
+
+    def _parse_label(self, value):
         if value is None:
             return None
         if self.multi_label:
             parts = value if isinstance(value, list) else str(value).split(self.label_separator)
             labels = sorted({str(p).strip() for p in parts if str(p).strip()})
             return labels
-        value = str(value).strip()
-        if not value:
-            raise DataError(f"{path}:{line}: empty label")
-        return value
+        return str(value).strip()
 
     def build_labels(self, train_examples):
+        counts = Counter(value for example in train_examples
+                         for value in (example["label"] if self.multi_label else [example["label"]]))
         if self.label_file:
-            labels = read_label_file(self.label_file)
+            labels = read_label_file(self.label_file, encoding=self.encoding)
             self.check_labels(train_examples, labels, "the training file")
-            return labels
-        seen = set()
-        for example in train_examples:
-            seen.update(example["label"] if self.multi_label else [example["label"]])
-        return sorted(seen)
+        else:
+            labels = sorted(counts)
+        warn_label_variants({label: counts[label] for label in labels})
+        return labels
 
     def check_labels(self, examples, labels, path):
         known = set(labels)
@@ -176,3 +200,7 @@ class ClassificationReader(DatasetReader):
                 row["gold"] = example["label"]
             rows.append(row)
         return rows
+
+
+def _scalar(value):
+    return isinstance(value, (str, int, float))  # bool is an int: true reads as "True", as it always has

@@ -21,7 +21,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from appzoo.data.reader import DatasetReader, pad
-from appzoo.data.tabular import columns, read_rows, table_options
+from appzoo.data.tabular import columns, read_rows, table_options, wrong_type
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.progress import note, progress
@@ -48,7 +48,8 @@ class MatchingReader(DatasetReader):
     def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_a_column: Column = None,
                  text_b_column: Column = None, label_column: Column = None, delimiter: Optional[str] = None,
                  header: int = 0, quoting: Optional[bool] = None, positive_label: str = "1",
-                 negative_label: str = "0", threshold: Optional[float] = None):
+                 negative_label: str = "0", threshold: Optional[float] = None, **kwargs):
+        super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
         if positive_label == negative_label:
             raise ConfigError(f"dataset_reader.negative_label: must differ from positive_label, "
@@ -64,13 +65,17 @@ class MatchingReader(DatasetReader):
         return self._read_pairs(path, split)
 
     def _read_pairs(self, path, split):
-        rows = read_rows(path, self.fields, optional=("label",) if split == "predict" else (), **self.options)
         examples = []
-        for line, row in rows:
-            where = f"{path}:{line}"
-            examples.append({"text_a": _text(row["text_a"], where, "text_a"),
-                             "text_b": _text(row["text_b"], where, "text_b"),
-                             "label": self._parse_label(row["label"], where), "source": where})
+        with self.open_data(path) as source:
+            for line, row in read_rows(source, self.fields, optional=("label",) if split == "predict" else (),
+                                       **self.options):
+                problem = _row_problem(row, self.fields, ("text_a", "text_b"), label_required=split != "predict")
+                if problem:
+                    source.bad(line, problem)
+                    continue
+                where = f"{path}:{line}"
+                examples.append({"text_a": row["text_a"], "text_b": row["text_b"],
+                                 "label": self._parse_label(row["label"], where), "source": where})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
         return examples
@@ -80,9 +85,12 @@ class MatchingReader(DatasetReader):
             return None
         label = str(value).strip()
         if label not in (self.positive_label, self.negative_label):
+            near = [known for known in (self.positive_label, self.negative_label)
+                    if known.strip().casefold() == label.casefold()]
+            hint = f"; it differs from {near[0]!r} only by case or spaces" if near else ""
             raise DataError(
                 f"{where}: label {label!r} is neither the positive label {self.positive_label!r} nor the "
-                f"negative label {self.negative_label!r} (set dataset_reader.positive_label / negative_label)"
+                f"negative label {self.negative_label!r}{hint} (set dataset_reader.positive_label / negative_label)"
             )
         return label
 
@@ -260,16 +268,11 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     LABELS_IN_BATCH = False
 
-    def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_a_column: Column = None,
-                 text_b_column: Column = None, label_column: Column = None, delimiter: Optional[str] = None,
-                 header: int = 0, quoting: Optional[bool] = None, positive_label: str = "1",
-                 negative_label: str = "0", threshold: Optional[float] = None,
-                 train_format: Literal["pairs", "triples"] = "pairs",
+    def __init__(self, train_format: Literal["pairs", "triples"] = "pairs",
                  negatives: Literal["labelled", "in_batch"] = "labelled",
                  query_column: Column = None, positive_column: Column = None, negative_column: Column = None,
-                 max_triples_per_query: int = 10, random_negatives: int = 0, seed: int = 42):
-        super().__init__(format, text_a_column, text_b_column, label_column, delimiter, header, quoting,
-                         positive_label, negative_label, threshold)
+                 max_triples_per_query: int = 10, random_negatives: int = 0, seed: int = 42, **kwargs):
+        super().__init__(**kwargs)  # the keys of text_matching
         if max_triples_per_query < 1:
             raise ConfigError(f"dataset_reader.max_triples_per_query: must be >= 1, got {max_triples_per_query}")
         if random_negatives < 0:
@@ -277,8 +280,8 @@ class PairwiseMatchingReader(SiameseMatchingReader):
         if random_negatives and (train_format == "triples" or negatives == "in_batch"):
             raise ConfigError("dataset_reader.random_negatives: only used when triples are built from labelled "
                               "pairs (train_format 'pairs' with negatives 'labelled')")
-        self.triple_fields = columns(format, query=(query_column, 0), positive=(positive_column, 1),
-                                     negative=(negative_column, 2))
+        self.triple_fields = columns(self.options["format"], query=(query_column, 0),
+                                     positive=(positive_column, 1), negative=(negative_column, 2))
         self.train_format, self.negatives = train_format, negatives
         self.max_triples_per_query, self.random_negatives, self.seed = max_triples_per_query, random_negatives, seed
 
@@ -308,10 +311,14 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     def _read_triples(self, path):
         items = []
-        for line, row in read_rows(path, self.triple_fields, **self.options):
-            where = f"{path}:{line}"
-            items.append({key: _text(row[key], where, key) for key in ("query", "positive", "negative")})
-            items[-1]["source"] = where
+        with self.open_data(path) as source:
+            for line, row in read_rows(source, self.triple_fields, **self.options):
+                problem = _row_problem(row, self.triple_fields, ("query", "positive", "negative"))
+                if problem:
+                    source.bad(line, problem)
+                    continue
+                items.append({key: row[key] for key in ("query", "positive", "negative")})
+                items[-1]["source"] = f"{path}:{line}"
         if not items:
             raise DataError(f"{path}: no triples")
         return items
@@ -386,8 +393,15 @@ def _note_truncated(truncated, total, split, max_seq_len, what):
         note(f"note: {truncated} of {total} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
 
 
-def _text(value, where, name):
-    if not isinstance(value, str) or not value.strip():
-        raise DataError(f"{where}: empty {name}" if isinstance(value, str) or value is None
-                        else f"{where}: {name} must be a string, got {value!r}")
-    return value
+def _row_problem(row, fields, texts, label_required=False):
+    """Why ``row`` cannot be read, else None. JSONL values: texts are strings;
+    a label is a string or a number (``1`` reads as ``"1"``), null only where
+    labels may be left out."""
+    for name in texts:
+        if not isinstance(row[name], str):
+            return wrong_type(fields[name], row[name])
+    label = row.get("label")
+    if (label is None and label_required) or not isinstance(label, (str, int, float, type(None))):
+        return wrong_type(fields["label"], label, "a string or a number")
+    empty = next((name for name in texts if not row[name].strip()), None)
+    return f"empty {empty}" if empty else None
