@@ -1,0 +1,98 @@
+"""Run the bad-input table (tests/bad_input_cases.py) against a checkout and
+print the verdict counts: good / poor message / traceback / silent / data loss.
+
+    python benchmarks/bad_inputs_probe.py --repo /tmp/before --label before
+    python benchmarks/bad_inputs_probe.py --repo . --label after
+
+Each case runs ``run_trainer.main`` of that checkout in-process (cwd = the
+checkout), with its inputs in a fresh temporary folder. The per-case results
+go to benchmarks/results/bad_inputs_<label>.json of this checkout.
+"""
+import argparse
+import collections
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_cases():
+    spec = importlib.util.spec_from_file_location("bad_input_cases", os.path.join(HERE, "tests", "bad_input_cases.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", default=HERE, help="the checkout to probe (default: this one)")
+    parser.add_argument("--label", required=True, help="names the results file, e.g. before / after")
+    parser.add_argument("-k", default="", help="only cases whose id contains this")
+    args = parser.parse_args()
+    repo = os.path.abspath(args.repo)
+    cases = load_cases()
+
+    os.chdir(repo)
+    sys.path.insert(0, repo)
+    import run_trainer  # the checkout's, since it comes first on sys.path
+
+    assert os.path.dirname(os.path.abspath(run_trainer.__file__)) == repo, run_trainer.__file__
+    import appzoo.env
+
+    appzoo.env.import_paddle_quietly()
+    commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+
+    rows, started = [], time.time()
+    with tempfile.TemporaryDirectory(prefix="bad_inputs_") as tmp:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            finished = cases.make_finished_run(os.path.join(tmp, "finished"), repo, run_trainer.main)
+            encoder = cases.make_encoder_folder(os.path.join(tmp, "encoder", "enc"), repo)
+        for n, case in enumerate(c for c in cases.CASES if args.k in c.id):
+            ws = cases.Workspace(os.path.join(tmp, f"case{n:03d}"), repo, finished, encoder)
+            os.makedirs(ws.root)
+            err, t0 = io.StringIO(), time.time()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                outcome = cases.execute(case, ws, run_trainer.main)
+            verdict, reason = cases.judge(case, outcome, err.getvalue(), ws)
+            lines = [line for line in err.getvalue().splitlines() if line.strip()]
+            if outcome.exception:
+                lines = outcome.exception.strip().splitlines()
+            rows.append({"id": case.id, "group": case.group, "verdict": verdict, "reason": reason,
+                         "exit": outcome.rc, "stderr_lines": len(lines),
+                         "first_line": lines[0][:400] if lines else "", "last_line": lines[-1][:400] if lines else "",
+                         "wrote_files": len(outcome.wrote or []), "left_in_prior_run": (outcome.added or [])[:5], "seconds": round(time.time() - t0, 2)})
+            print(f"{verdict:13} {case.id:60} {rows[-1]['seconds']:6.1f}s  {reason[:120]}", flush=True)
+
+    counts = collections.Counter(r["verdict"] for r in rows)
+    print(f"\nbad-input probe: {repo} at {commit}{' (modified)' if dirty else ''}, {len(rows)} cases, "
+          f"{time.time() - started:.0f} s\n")
+    print("| verdict | count |\n|---|---|")
+    for verdict in load_cases().VERDICTS:
+        print(f"| {verdict} | {counts.get(verdict, 0)} |")
+    codes = {c.id: c.code for c in cases.CASES}
+    wrote = [r["id"] for r in rows if r["wrote_files"] and r["verdict"] != "silent" and codes[r["id"]] == 2]
+    print(f"\nfailed runs that wrote files into a fresh output folder (the plan should refuse them first): "
+          f"{len(wrote)}{': ' + ', '.join(wrote) if wrote else ''}")
+    left = [r["id"] for r in rows if r["left_in_prior_run"]]
+    print(f"runs that left new files in a finished run's folder: {len(left)}{': ' + ', '.join(left) if left else ''}")
+    out = os.path.join(HERE, "benchmarks", "results", f"bad_inputs_{args.label}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"repo": repo, "commit": commit, "modified": dirty, "cases": len(rows),
+                   "counts": {v: counts.get(v, 0) for v in cases.VERDICTS}, "failed_runs_that_wrote_files": wrote, "left_files_in_prior_run": left,
+                   "wall_s": round(time.time() - started), "results": rows}, f, ensure_ascii=False, indent=1)
+    print(f"\nwritten: {out}")
+
+
+if __name__ == "__main__":
+    main()

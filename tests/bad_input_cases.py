@@ -1,0 +1,1018 @@
+"""The table of bad inputs: one source for tests/test_bad_inputs.py and
+benchmarks/bad_inputs_probe.py (which runs it against any checkout).
+
+Each :class:`Case` builds its inputs in a fresh folder (copies of the
+examples and of trimmed sample data, paths made absolute) and returns the
+argv for ``run_trainer.main``. :func:`execute` runs it in-process and
+:func:`judge` gives one verdict:
+
+* ``good``: exit 2, stderr is one line ``error: ...`` that matches every
+  fact of the case (file:line or key path, and the offending value);
+* ``poor message``: exit 2 and one line, but a fact is missing (or another
+  exit code / no ``error:`` prefix);
+* ``traceback``: an exception escaped ``main``, a Traceback was printed, or
+  stderr has more than one line;
+* ``silent``: exit 0 where the input should have been refused;
+* ``data loss``: a finished run that was in the output folder before changed.
+
+Facts are regular expressions about what the line must name, not about its
+wording; where the issue dictates a wording (``invalid UTF-8 byte 0x.. at
+column N``) the fact uses it.
+
+Nothing here imports paddle or appzoo at import time: the probe puts the
+checkout under test on ``sys.path`` first.
+"""
+import dataclasses
+import gc
+import hashlib
+import json
+import os
+import re
+import shutil
+import traceback
+from typing import Callable, Tuple
+
+# Every case trains for at most two tiny steps if a checkout lets it through.
+FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false",
+        "--set", "trainer.batch_size=8", "--set", "trainer.logging_steps=1"]
+
+# First lines kept of each sample file (NER files are cut at a sentence end).
+TRIM = {"cls/train.tsv": 200, "cls/dev.tsv": 80, "cls/test.tsv": 80, "cls/predict.tsv": 10,
+        "cls_multilabel/train.tsv": 200, "cls_multilabel/dev.tsv": 60, "cls_multilabel/test.tsv": 60,
+        "match/train.tsv": 300, "match/dev.tsv": 80, "match/test.tsv": 80, "match/predict.tsv": 10,
+        "ner/train.txt": 2824, "ner/dev.txt": 546, "ner/test.txt": 546, "ner/predict.txt": 100}
+DELETE = object()
+
+
+# ---------------------------------------------------------------------------
+# Workspace: the files of one case
+# ---------------------------------------------------------------------------
+class Workspace:
+    """A case's folder. ``repo`` supplies examples/, data/ and configs/;
+    ``finished`` is a finished run folder to copy in, ``encoder`` a saved
+    pretrained-style encoder folder (both made once per session)."""
+
+    def __init__(self, root, repo, finished=None, encoder=None):
+        self.root, self.repo = str(root), str(repo)
+        self.finished, self.encoder = finished, encoder
+        self.prior = None  # the copied finished run, checked byte for byte afterwards
+        self.overwrite = False
+        self._data = {}
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def data(self, rel):
+        """A trimmed copy of data/<rel>; the same path on every call."""
+        if rel not in self._data:
+            with open(os.path.join(self.repo, "data", rel), "rb") as f:
+                lines = f.read().split(b"\n")
+            keep = TRIM.get(rel)
+            if keep:
+                lines = lines[:keep]
+                if rel.startswith("ner/"):
+                    while lines and lines[-1].strip():
+                        lines.pop()
+            target = self.path("data", rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(b"\n".join(lines).rstrip(b"\n") + b"\n")
+            self._data[rel] = target
+        return self._data[rel]
+
+    def edit(self, rel, lineno, new):
+        """Replace line ``lineno`` (1-based) of the copy of data/<rel>."""
+        path = self.data(rel)
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+        lines[lineno - 1] = new.encode("utf-8") if isinstance(new, str) else new
+        with open(path, "wb") as f:
+            f.write(b"\n".join(lines))
+        return path
+
+    def reencode(self, rel, encoding):
+        path = self.data(rel)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        with open(path, "wb") as f:
+            f.write(text.encode(encoding))
+        return path
+
+    def write(self, rel, content):
+        path = self.path(rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content.encode("utf-8") if isinstance(content, str) else content)
+        return path
+
+    def rows(self, rel):
+        with open(self.data(rel), encoding="utf-8") as f:
+            return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+    def tiny_config(self, **changes):
+        """A copy of configs/ernie_tiny.json with ``changes`` (DELETE removes a key)."""
+        with open(os.path.join(self.repo, "configs", "ernie_tiny.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        for key, value in changes.items():
+            if value is DELETE:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        name = "configs/ernie_" + ("_".join(sorted(changes)) or "tiny") + ".json"
+        return self.write(name, json.dumps(config, indent=2))
+
+    def config(self, example, **edits):
+        """The example's param dict with data, encoder config and output folder
+        pointing into this workspace; ``edits`` are dotted keys ('__' for '.')."""
+        with open(os.path.join(self.repo, "examples", example), encoding="utf-8") as f:
+            config = json.load(f)
+        reader = config["dataset_reader"]
+        for split in ("train", "dev", "test", "predict"):
+            if split in reader:
+                reader[split] = self.data(reader[split][len("data/"):])
+        encoder = config["model"].get("encoder")
+        if isinstance(encoder, dict) and "config" in encoder:
+            encoder["config"] = self.tiny_config()
+        config["trainer"]["output_dir"] = self.path("out")
+        for key, value in edits.items():
+            node, parts = config, key.split("__")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            if value is DELETE:
+                node.pop(parts[-1], None)
+            else:
+                node[parts[-1]] = value
+        return config
+
+    def params(self, example="cls_ernie_fc_ch.json", name="params.json", **edits):
+        return self.write(name, json.dumps(self.config(example, **edits), indent=2, ensure_ascii=False))
+
+    def prior_run(self, name="out"):
+        """Copy the finished run into ``name``; the case must leave it byte-identical."""
+        target = self.path(name)
+        shutil.copytree(self.finished, target)
+        self.prior = target
+        return target
+
+    def pretrained(self, name="enc"):
+        target = self.path(name)
+        shutil.copytree(self.encoder, target)
+        return target
+
+
+def argv(param_path, *sets, do=None):
+    args = ["--param_path", param_path, *FAST]
+    for item in sets:
+        args += ["--set", item]
+    return args + (["--do", do] if do else [])
+
+
+def tree_hashes(folder):
+    """{relative path: sha256} of every file under ``folder``."""
+    result = {}
+    for base, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(base, name)
+            with open(path, "rb") as f:
+                result[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return result
+
+
+# ---------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass
+class Case:
+    id: str
+    group: str
+    build: Callable  # Workspace -> argv
+    facts: Tuple[str, ...]  # regexes the one error line must all match
+    code: int = 2
+
+
+CASES = []
+
+
+def case(id, group, *facts, code=2):
+    def register(build):
+        CASES.append(Case(id, group, build, tuple(facts), code))
+        return build
+    return register
+
+
+def simple(id, group, facts, example="cls_ernie_fc_ch.json", sets=(), do=None, **edits):
+    """A case that only edits the param file and/or passes --set."""
+    case(id, group, *facts)(lambda ws: argv(ws.params(example, **edits), *sets, do=do))
+
+
+CLS, ML, NER, CRF = "cls_ernie_fc_ch.json", "cls_ernie_fc_multilabel.json", "ner_ernie_fc_ch.json", "ner_ernie_crf_ch.json"
+POINT, CIRCLE, INFONCE = ("mtch_ernie_fc_pointwise_ch.json", "mtch_ernie_pairwise_simnet_with_circle_loss.json",
+                          "mtch_ernie_siamese_infonce.json")
+PARAMS = r"params\.json"
+
+# --- param files: syntax -----------------------------------------------------
+
+
+@case("json-trailing-comma", "param syntax", PARAMS + r":[34]\b")
+def _(ws):
+    return argv(ws.write("params.json", '{\n  "trainer": {\n    "epochs": 1,\n  }\n}\n'))
+
+
+@case("json-missing-closing-brace", "param syntax", PARAMS + r":\d+")
+def _(ws):
+    text = json.dumps(ws.config(CLS), indent=2)
+    return argv(ws.write("params.json", text[: text.rstrip().rfind("}")]))
+
+
+@case("json-empty-file", "param syntax", PARAMS)
+def _(ws):
+    return argv(ws.write("params.json", ""))
+
+
+@case("json-top-level-list", "param syntax", PARAMS, r"(?i)list|array")
+def _(ws):
+    return argv(ws.write("params.json", "[1, 2]\n"))
+
+
+@case("json-unknown-section", "param keys", PARAMS, r"trainers")
+def _(ws):
+    config = ws.config(CLS)
+    config["trainers"] = config.pop("trainer")
+    return argv(ws.write("params.json", json.dumps(config, indent=2)))
+
+
+@case("json-section-not-object", "param types", r"trainer", r"\[1\]")
+def _(ws):
+    config = ws.config(CLS)
+    config["trainer"] = [1]
+    return argv(ws.write("params.json", json.dumps(config)))
+
+
+@case("json-duplicate-key", "param syntax", PARAMS, r"epochs")
+def _(ws):
+    text = json.dumps(ws.config(CLS), indent=2).replace('"epochs": 4,', '"epochs": 4,\n    "epochs": 40,')
+    return argv(ws.write("params.json", text))
+
+
+@case("json-duplicate-section", "param syntax", PARAMS, r"trainer")
+def _(ws):
+    text = json.dumps(ws.config(CLS), indent=2)
+    second = json.dumps({"epochs": 1, "output_dir": ws.path("out")})
+    return argv(ws.write("params.json", text.rstrip()[:-1] + f',\n  "trainer": {second}\n}}\n'))
+
+
+@case("json-duplicate-loss-name", "param syntax", PARAMS, r"name")
+def _(ws):
+    text = json.dumps(ws.config(CLS), indent=2).replace('"name": "ce"', '"name": "ce", "name": "focal"')
+    return argv(ws.write("params.json", text))
+
+
+@case("param-file-is-directory", "param file", r"conf\.json")
+def _(ws):
+    os.makedirs(ws.path("conf.json"))
+    return argv(ws.path("conf.json"))
+
+
+@case("param-file-missing", "param file", r"missing\.json")
+def _(ws):
+    return argv(ws.path("missing.json"))
+
+
+@case("param-file-bad-extension", "param file", r"params\.txt")
+def _(ws):
+    return argv(ws.write("params.txt", json.dumps(ws.config(CLS))))
+
+
+@case("param-file-non-utf8", "param encoding", PARAMS + r":4\b", r"0xff", r"column 18\b")
+def _(ws):
+    text = json.dumps(ws.config(CLS), indent=2).encode("utf-8").split(b"\n")
+    assert text[3].startswith(b'    "format": "')  # "format" is the 2nd key of dataset_reader
+    text[3] = b'    "format": "ts\xffv",'
+    return argv(ws.write("params.json", b"\n".join(text)))
+
+
+@case("param-file-gbk-yaml", "param encoding", r"params\.yaml:1\b", r"0x[0-9a-f]{2}", r"column 3\b")
+def _(ws):
+    text = "# 中文注释\n" + yaml_text(ws.config(CLS))
+    return argv(ws.write("params.yaml", text.encode("gbk")))
+
+
+@case("param-file-utf16-json", "param encoding", PARAMS, r"(?i)0xff|utf-16")
+def _(ws):
+    return argv(ws.write("params.json", json.dumps(ws.config(CLS)).encode("utf-16")))
+
+
+def yaml_text(config):
+    import yaml
+
+    return yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+
+
+@case("yaml-bad-indentation", "param syntax", r"params\.yaml:\d+")
+def _(ws):
+    return argv(ws.write("params.yaml", "trainer:\n  epochs: 1\n   batch_size: 8\nmodel: {\n"))
+
+
+@case("yaml-tab-indentation", "param syntax", r"params\.yaml:2\b")
+def _(ws):
+    return argv(ws.write("params.yaml", "trainer:\n\tepochs: 1\n"))
+
+
+@case("yaml-unclosed-bracket", "param syntax", r"params\.yaml:\d+")
+def _(ws):
+    return argv(ws.write("params.yaml", yaml_text(ws.config(CLS)) + "extra: [1, 2\n"))
+
+
+@case("yaml-top-level-scalar", "param syntax", r"params\.yaml")
+def _(ws):
+    return argv(ws.write("params.yaml", "just a string\n"))
+
+
+@case("yaml-unknown-loss-key", "param keys", r"params\.yaml", r"model\.loss\.gama")
+def _(ws):
+    config = ws.config(CLS, model__loss={"name": "focal", "gama": 2.0})
+    return argv(ws.write("params.yaml", yaml_text(config)))
+
+
+@case("yaml-nan-learning-rate", "param numbers", r"params\.yaml", r"trainer\.learning_rate", r"(?i)nan")
+def _(ws):
+    text = yaml_text(ws.config(CLS)).replace("learning_rate: 0.0005", "learning_rate: .nan")
+    return argv(ws.write("params.yaml", text))
+
+
+@case("yaml-inf-weight-decay", "param numbers", r"params\.yaml", r"trainer\.weight_decay", r"(?i)inf")
+def _(ws):
+    text = yaml_text(ws.config(CLS)).replace("trainer:\n", "trainer:\n  weight_decay: .inf\n")
+    return argv(ws.write("params.yaml", text))
+
+
+# --- param files: NaN / Infinity (json.dumps writes them as NaN / Infinity) ---
+NAN, INF = float("nan"), float("inf")
+simple("nan-learning-rate", "param numbers", (r"trainer\.learning_rate", r"(?i)nan"), trainer__learning_rate=NAN)
+simple("inf-learning-rate", "param numbers", (r"trainer\.learning_rate", r"(?i)inf"), trainer__learning_rate=INF)
+simple("nan-weight-decay", "param numbers", (r"trainer\.weight_decay", r"(?i)nan"), trainer__weight_decay=NAN)
+simple("nan-max-grad-norm", "param numbers", (r"trainer\.max_grad_norm", r"(?i)nan"), trainer__max_grad_norm=NAN)
+simple("inf-max-grad-norm", "param numbers", (r"trainer\.max_grad_norm", r"(?i)inf"), trainer__max_grad_norm=INF)
+simple("nan-warmup-proportion", "param numbers", (r"trainer\.warmup_proportion", r"(?i)nan"),
+       trainer__warmup_proportion=NAN)
+simple("neg-inf-adam-epsilon", "param numbers", (r"trainer\.adam_epsilon", r"(?i)-inf"), trainer__adam_epsilon=-INF)
+simple("nan-focal-gamma", "param numbers", (r"model\.loss\.gamma", r"(?i)nan"),
+       model__loss={"name": "focal", "gamma": NAN})
+simple("inf-focal-gamma", "param numbers", (r"model\.loss\.gamma", r"(?i)inf"),
+       model__loss={"name": "focal", "gamma": INF})
+simple("nan-dropout", "param numbers", (r"model\.dropout", r"(?i)nan"), model__dropout=NAN)
+simple("nan-reader-threshold", "param numbers", (r"dataset_reader\.threshold", r"(?i)nan"),
+       dataset_reader__threshold=NAN)
+simple("nan-via-set", "param numbers", (r"trainer\.learning_rate", r"(?i)nan"), sets=["trainer.learning_rate=NaN"])
+
+# --- param files: unknown keys, wrong types, out of range ---------------------
+simple("unknown-trainer-key", "param keys", (r"trainer\.epoch\b", r"epochs"), trainer__epoch=3)
+simple("unknown-reader-key", "param keys", (r"dataset_reader\.max_seq_length",), dataset_reader__max_seq_length=64)
+simple("unknown-model-key", "param keys", (r"model\.dropuot",), model__dropuot=0.1)
+simple("unknown-loss-key", "param keys", (r"model\.loss\.gama", r"gamma"), model__loss={"name": "focal", "gama": 2})
+simple("unknown-loss-name", "param keys", (r"model\.loss\.name", r"focall"), sets=["model.loss.name=focall"])
+simple("unknown-model-type", "param keys", (r"model\.type", r"ErnieFc\b"), model__type="ErnieFc")
+simple("unknown-reader-type", "param keys", (r"dataset_reader\.type", r"text_cls"), dataset_reader__type="text_cls")
+simple("reader-type-mismatch", "param keys", (r"dataset_reader\.type", r"sequence_labeling"),
+       dataset_reader__type="sequence_labeling")
+simple("missing-model-type", "param keys", (r"model\.type",), model__type=DELETE)
+simple("missing-encoder", "param keys", (r"model\.encoder",), model__encoder=DELETE)
+simple("epochs-string", "param types", (r"trainer\.epochs", r"three"), sets=["trainer.epochs=three"])
+simple("batch-size-float", "param types", (r"trainer\.batch_size", r"8\.5"), sets=["trainer.batch_size=8.5"])
+simple("overwrite-string", "param types", (r"trainer\.overwrite_output_dir", r"yes"),
+       sets=["trainer.overwrite_output_dir=yes"])
+simple("max-seq-len-string", "param types", (r"dataset_reader\.max_seq_len", r"64"), dataset_reader__max_seq_len="64")
+simple("encoder-number", "param types", (r"model\.encoder", r"\b5\b"), model__encoder=5)
+simple("loss-list", "param types", (r"model\.loss", r"\[1\]"), model__loss=[1])
+simple("do-unknown-in-trainer", "param types", (r"trainer\.do", r"fit"), trainer__do=["fit"])
+simple("device-tpu", "param types", (r"trainer\.device", r"tpu"), trainer__device="tpu")
+simple("format-xlsx", "param types", (r"dataset_reader\.format", r"xlsx"), dataset_reader__format="xlsx")
+simple("scheme-unknown", "param types", (r"dataset_reader\.scheme", r"BIOX"), example=NER, dataset_reader__scheme="BIOX")
+simple("similarity-l2", "param types", (r"model\.similarity", r"l2"), example=CIRCLE, model__similarity="l2")
+simple("pooling-max", "param types", (r"model\.pooling", r"\bmax\b"), model__pooling="max")
+simple("epochs-zero", "param range", (r"trainer\.epochs", r"\b0\b"), trainer__epochs=0)
+simple("batch-size-negative", "param range", (r"trainer\.batch_size", r"-1\b"), sets=["trainer.batch_size=-1"])
+simple("learning-rate-zero", "param range", (r"trainer\.learning_rate", r"\b0(\.0)?\b"), trainer__learning_rate=0)
+simple("warmup-proportion-1.5", "param range", (r"trainer\.warmup_proportion", r"1\.5"), trainer__warmup_proportion=1.5)
+simple("max-steps-zero", "param range", (r"trainer\.max_steps", r"\b0\b"), sets=["trainer.max_steps=0"])
+simple("max-seq-len-4", "param range", (r"dataset_reader\.max_seq_len", r"\b4\b"), dataset_reader__max_seq_len=4)
+simple("focal-gamma-negative", "param range", (r"model\.loss\.gamma", r"-1\b"), model__loss={"name": "focal", "gamma": -1})
+simple("dropout-1.5", "param range", (r"model\.dropout", r"1\.5"), model__dropout=1.5)
+simple("reader-threshold-1", "param range", (r"dataset_reader\.threshold", r"\b1(\.0)?\b"), dataset_reader__threshold=1.0)
+simple("header-negative", "param range", (r"dataset_reader\.header", r"-1\b"), dataset_reader__header=-1)
+simple("patience-negative", "param range", (r"trainer\.patience", r"-1\b"), trainer__patience=-1)
+simple("keep-checkpoints-zero", "param range", (r"trainer\.keep_checkpoints", r"\b0\b"), trainer__keep_checkpoints=0)
+simple("encoder-min-freq-zero", "param range", (r"model\.encoder\.min_freq", r"\b0\b"),
+       model__encoder__min_freq=0)
+simple("encoder-config-and-pretrained", "param keys", (r"model\.encoder",),
+       model__encoder__pretrained="ernie-3.0-medium-zh")
+simple("encoder-config-missing-file", "param keys", (r"model\.encoder\.config", r"nope\.json"),
+       model__encoder__config="/nonexistent/nope.json")
+simple("same-positive-negative-label", "param range", (r"dataset_reader\.(negative|positive)_label", r"'1'|\b1\b"),
+       example=POINT, dataset_reader__negative_label="1")
+simple("random-negatives-negative", "param range", (r"dataset_reader\.random_negatives", r"-1\b"),
+       example=CIRCLE, dataset_reader__random_negatives=-1)
+simple("label-file-missing", "param keys", (r"dataset_reader\.label_file|labels_nope\.txt", r"labels_nope\.txt"),
+       dataset_reader__label_file="/nonexistent/labels_nope.txt")
+
+# --- --set and --do ------------------------------------------------------------
+simple("set-trainer-5", "--set", (r"\btrainer\b", r"\b5\b"), sets=["trainer=5"])
+simple("set-model-null", "--set", (r"\bmodel\b", r"null|None"), sets=["model=null"])
+simple("set-dataset-reader-list", "--set", (r"\bdataset_reader\b", r"\[1\]"), sets=["dataset_reader=[1]"])
+simple("set-no-equals", "--set", (r"trainer\.epochs",), sets=["trainer.epochs"])
+simple("set-unknown-section", "--set", (r"trainers",), sets=["trainers.epochs=1"])
+simple("set-through-scalar", "--set", (r"trainer\.epochs",), sets=["trainer.epochs.x=1"])
+simple("set-empty-key", "--set", (r"=3",), sets=["=3"])
+simple("do-unknown-mode", "--do", (r"\bfit\b",), do="fit")
+simple("do-misspelled-mode", "--do", (r"evaluate",), do="train,evaluate")
+simple("do-predict-without-predict-file", "--do", (r"dataset_reader\.predict",), example=ML, do="predict")
+simple("do-eval-without-model", "--do", (r"trainer\.init_from|best", r"/out\b"), do="eval")
+
+# --- combinations that only fail together --------------------------------------
+simple("triplet-with-in-batch-negatives", "combination", (r"triplet", r"dataset_reader\.negatives|in_batch"), example=INFONCE,
+       model__loss={"name": "triplet"})
+simple("circle-with-dot-similarity", "combination", (r"circle", r"model\.similarity|\bdot\b"), example=CIRCLE, model__similarity="dot")
+simple("ce-on-multilabel-head", "combination", (r"model\.loss", r"\bce\b"), example=ML, model__loss={"name": "ce"})
+simple("kl-on-pointwise-matcher", "combination", (r"model\.loss", r"\bkl\b"), example=POINT, model__loss={"name": "kl"})
+simple("window-overlap-equals-max-seq-len-minus-2", "combination", (r"window_overlap", r"\b30\b"), example=NER,
+       dataset_reader__max_seq_len=32, dataset_reader__window_overlap=30)
+simple("window-overlap-above-max-seq-len", "combination", (r"window_overlap", r"\b40\b"), example=CRF,
+       dataset_reader__max_seq_len=32, dataset_reader__window_overlap=40)
+simple("metric-for-best-unknown-ner", "combination", (r"trainer\.metric_for_best", r"f1_micro"), example=NER,
+       trainer__metric_for_best="f1_micro")
+simple("metric-for-best-unknown-matching", "combination", (r"trainer\.metric_for_best", r"ndcg"), example=INFONCE,
+       trainer__metric_for_best="ndcg")
+
+
+@case("metric-for-best-unknown-over-finished-run", "combination", r"trainer\.metric_for_best", r"macro_f2")
+def _(ws):
+    out = ws.prior_run()
+    return argv(ws.params(CLS, trainer__metric_for_best="macro_f2"), f"trainer.output_dir={out}",
+                "trainer.overwrite_output_dir=true")
+
+
+@case("max-seq-len-above-position-embeddings", "combination", r"max_seq_len", r"1024", r"512")
+def _(ws):
+    return argv(ws.params(CLS, dataset_reader__max_seq_len=1024))
+
+
+@case("max-seq-len-above-position-embeddings-over-finished-run", "combination", r"max_seq_len", r"\b96\b", r"\b64\b")
+def _(ws):
+    out = ws.prior_run()
+    params = ws.params(CLS, dataset_reader__max_seq_len=96, model__encoder__config=ws.tiny_config(max_position_embeddings=64))
+    return argv(params, f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true")
+
+
+@case("scratch-config-unknown-key", "combination", r"ernie_hiden_size\.json|model\.encoder\.config", r"hiden_size")
+def _(ws):
+    return argv(ws.params(CLS, model__encoder__config=ws.tiny_config(hiden_size=128)))
+
+
+@case("scratch-config-heads-do-not-divide", "combination", r"num_attention_heads", r"\b3\b", r"128")
+def _(ws):
+    return argv(ws.params(CLS, model__encoder__config=ws.tiny_config(num_attention_heads=3)))
+
+
+@case("scratch-config-hidden-size-string", "combination", r"hidden_size", r"big")
+def _(ws):
+    return argv(ws.params(CLS, model__encoder__config=ws.tiny_config(hidden_size="big")))
+
+
+@case("scratch-config-invalid-json", "combination", r"broken\.json:2\b")
+def _(ws):
+    return argv(ws.params(CLS, model__encoder__config=ws.write("configs/broken.json", '{\n  "hidden_size": ,\n}\n')))
+
+
+# --- data files ----------------------------------------------------------------------
+simple("train-file-missing", "data file", (r"dataset_reader\.train|nope\.tsv", r"nope\.tsv"),
+       dataset_reader__train="/nonexistent/nope.tsv")
+simple("dev-file-missing", "data file", (r"dataset_reader\.dev|dev_nope\.tsv", r"dev_nope\.tsv"),
+       dataset_reader__dev="/nonexistent/dev_nope.tsv")
+
+
+@case("train-file-is-folder", "data file", r"train_dir")
+def _(ws):
+    os.makedirs(ws.path("train_dir"))
+    return argv(ws.params(CLS, dataset_reader__train=ws.path("train_dir")))
+
+
+@case("train-file-empty", "data file", r"empty\.tsv")
+def _(ws):
+    return argv(ws.params(CLS, dataset_reader__train=ws.write("data/empty.tsv", "")))
+
+
+@case("train-non-utf8-byte", "data encoding", r"train\.tsv:57\b", r"0xff", r"column 4\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/train.tsv", 57, b"abc\xffdef\tfinance")
+    return argv(params)
+
+
+@case("train-truncated-utf8-sequence", "data encoding", r"train\.tsv:33\b", r"0xe4", r"column 3\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/train.tsv", 33, b"ab" + "中".encode("utf-8")[:2] + b"cd\ttech")
+    return argv(params)
+
+
+@case("dev-non-utf8-byte", "data encoding", r"dev\.tsv:10\b", r"0xfe", r"column 2\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/dev.tsv", 10, b"x\xfe\tsports")
+    return argv(params)
+
+
+@case("predict-non-utf8-byte", "data encoding", r"predict\.tsv:3\b", r"0xff", r"column 1\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/predict.tsv", 3, b"\xffabc")
+    return argv(params)
+
+
+@case("train-gbk", "data encoding", r"train\.tsv:1\b", r"0x[0-9a-f]{2}", r"column 1\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.reencode("cls/train.tsv", "gbk")
+    return argv(params)
+
+
+@case("train-utf16", "data encoding", r"train\.tsv(:1\b)?", r"(?i)0xff|utf-16")
+def _(ws):
+    params = ws.params(CLS)
+    ws.reencode("cls/train.tsv", "utf-16")
+    return argv(params)
+
+
+@case("dev-gbk-over-finished-run", "data encoding", r"dev\.tsv:1\b", r"0x[0-9a-f]{2}")
+def _(ws):
+    out = ws.prior_run()
+    params = ws.params(CLS)
+    ws.reencode("cls/dev.tsv", "gbk")
+    return argv(params, f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true")
+
+
+@case("ner-train-non-utf8-byte", "data encoding", r"train\.txt:100\b", r"0xff", r"column 1\b")
+def _(ws):
+    params = ws.params(NER)
+    ws.edit("ner/train.txt", 100, b"\xff\tO")
+    return argv(params)
+
+
+@case("matching-dev-gbk", "data encoding", r"dev\.tsv:1\b", r"0x[0-9a-f]{2}")
+def _(ws):
+    params = ws.params(POINT)
+    ws.reencode("match/dev.tsv", "gbk")
+    return argv(params)
+
+
+@case("train-binary-garbage", "data encoding", r"garbage\.tsv:\d+", r"0x[0-9a-f]{2}|NUL")
+def _(ws):
+    blob = bytes(range(256)) * 4
+    return argv(ws.params(CLS, dataset_reader__train=ws.write("data/garbage.tsv", b"ok\tfinance\n" + blob)))
+
+
+@case("train-extra-tab-field", "data rows", r"train\.tsv:30\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/train.tsv", 30, "今天上午，国家队\t公布了亚洲杯大名单。\tsports")
+    return argv(params)
+
+
+@case("dev-extra-tab-field", "data rows", r"dev\.tsv:12\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/dev.tsv", 12, "联赛积分榜\t前四名咬得很紧。\tsports")
+    return argv(params)
+
+
+@case("train-missing-label-column", "data rows", r"train\.tsv:40\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/train.tsv", 40, "只有文本没有标签")
+    return argv(params)
+
+
+@case("train-empty-text", "data rows", r"train\.tsv:9\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/train.tsv", 9, "\tfinance")
+    return argv(params)
+
+
+@case("dev-label-not-in-train", "data rows", r"dev\.tsv:5\b", r"\bsport\b")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/dev.tsv", 5, "联赛积分榜前四名咬得很紧。\tsport")
+    return argv(params)
+
+
+@case("test-label-not-in-train", "data rows", r"test\.tsv:7\b", r"Finance")
+def _(ws):
+    params = ws.params(CLS)
+    ws.edit("cls/test.tsv", 7, "基金经理看好消费板块。\tFinance")
+    return argv(params)
+
+
+@case("multilabel-dev-label-not-in-train", "data rows", r"dev\.tsv:3\b", r"\bweather\b")
+def _(ws):
+    params = ws.params(ML)
+    ws.edit("cls_multilabel/dev.tsv", 3, "明天有雨。\tsports,weather")
+    return argv(params)
+
+
+@case("csv-unterminated-quote", "data rows", r"train\.csv:5\b")
+def _(ws):
+    lines = ['"%s",%s' % (text, label) for text, label in ws.rows("cls/train.tsv")]
+    lines[4] = '"未闭合的引号,finance'
+    train = ws.write("data/train.csv", "\n".join(lines) + "\n")
+    return argv(ws.params(CLS, dataset_reader__format="csv", dataset_reader__train=train,
+                          dataset_reader__dev=DELETE, dataset_reader__test=DELETE, dataset_reader__predict=DELETE,
+                          trainer__metric_for_best=DELETE))
+
+
+@case("header-column-name-not-in-header", "data rows", r"train\.tsv(:1\b)?", r"lable")
+def _(ws):
+    header = "text\tlabel\n"
+    for rel in ("cls/train.tsv", "cls/dev.tsv", "cls/test.tsv"):
+        with open(ws.data(rel), encoding="utf-8") as f:
+            body = f.read()
+        ws.write(ws.data(rel), header + body)
+    return argv(ws.params(CLS, dataset_reader__header=1, dataset_reader__text_column="text",
+                          dataset_reader__label_column="lable", dataset_reader__predict=DELETE))
+
+
+def jsonl_cls(ws, edits):
+    """train.jsonl / dev.jsonl made from the TSV samples, with line edits."""
+    paths = {}
+    for split in ("train", "dev"):
+        rows = [json.dumps({"text": t, "label": l}, ensure_ascii=False) for t, l in ws.rows(f"cls/{split}.tsv")]
+        for lineno, line in edits.get(split, {}).items():
+            rows[lineno - 1] = line
+        paths[split] = ws.write(f"data/{split}.jsonl", "\n".join(rows) + "\n")
+    return ws.params(CLS, dataset_reader__format="jsonl", dataset_reader__text_column="text",
+                     dataset_reader__label_column="label", dataset_reader__train=paths["train"],
+                     dataset_reader__dev=paths["dev"], dataset_reader__test=DELETE, dataset_reader__predict=DELETE)
+
+
+case("jsonl-number-as-text", "data rows", r"train\.jsonl:3\b", r"\btext\b", r"123")(
+    lambda ws: argv(jsonl_cls(ws, {"train": {3: '{"text": 123, "label": "tech"}'}})))
+case("jsonl-bad-json-line", "data rows", r"train\.jsonl:4\b")(
+    lambda ws: argv(jsonl_cls(ws, {"train": {4: '{"text": "abc", "label": '}})))
+case("jsonl-line-is-list", "data rows", r"train\.jsonl:2\b")(
+    lambda ws: argv(jsonl_cls(ws, {"train": {2: '["abc", "tech"]'}})))
+case("jsonl-missing-label-field", "data rows", r"train\.jsonl:6\b", r"label")(
+    lambda ws: argv(jsonl_cls(ws, {"train": {6: '{"text": "abc"}'}})))
+case("jsonl-empty-text", "data rows", r"train\.jsonl:5\b")(
+    lambda ws: argv(jsonl_cls(ws, {"train": {5: '{"text": "", "label": "tech"}'}})))
+case("jsonl-label-list-in-single-label", "data rows", r"dev\.jsonl:2\b")(
+    lambda ws: argv(jsonl_cls(ws, {"dev": {2: '{"text": "abc", "label": ["tech"]}'}})))
+
+
+def ner_sentences(ws, rel):
+    sentences, tokens, tags = [], [], []
+    with open(ws.data(rel), encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                if tokens:
+                    sentences.append((tokens, tags))
+                tokens, tags = [], []
+                continue
+            token, tag = line.rstrip("\n").split("\t")
+            tokens.append(token)
+            tags.append(tag)
+    if tokens:
+        sentences.append((tokens, tags))
+    return sentences
+
+
+@case("ner-line-format-tokens-tags-mismatch", "data rows", r"train_line\.txt:2\b")
+def _(ws):
+    files = {}
+    for split in ("train", "dev"):
+        lines = [" ".join(t) + "\t" + " ".join(g) for t, g in ner_sentences(ws, f"ner/{split}.txt")]
+        if split == "train":
+            tokens, tags = ner_sentences(ws, "ner/train.txt")[1]
+            lines[1] = " ".join(tokens) + "\t" + " ".join(tags[:-1])
+        files[split] = ws.write(f"data/{split}_line.txt", "\n".join(lines) + "\n")
+    return argv(ws.params(NER, dataset_reader__format="line", dataset_reader__token_column=DELETE,
+                          dataset_reader__tag_column=DELETE, dataset_reader__train=files["train"],
+                          dataset_reader__dev=files["dev"], dataset_reader__test=DELETE,
+                          dataset_reader__predict=DELETE))
+
+
+@case("ner-jsonl-tokens-tags-mismatch", "data rows", r"train\.jsonl:3\b")
+def _(ws):
+    files = {}
+    for split in ("train", "dev"):
+        lines = [json.dumps({"tokens": t, "tags": g}, ensure_ascii=False) for t, g in ner_sentences(ws, f"ner/{split}.txt")]
+        if split == "train":
+            lines[2] = json.dumps({"tokens": ["张", "三", "好"], "tags": ["B-PER", "I-PER"]}, ensure_ascii=False)
+        files[split] = ws.write(f"data/{split}.jsonl", "\n".join(lines) + "\n")
+    return argv(ws.params(NER, dataset_reader__format="jsonl", dataset_reader__token_column=DELETE,
+                          dataset_reader__tag_column=DELETE, dataset_reader__train=files["train"],
+                          dataset_reader__dev=files["dev"], dataset_reader__test=DELETE,
+                          dataset_reader__predict=DELETE))
+
+
+@case("ner-conll-missing-tag", "data rows", r"train\.txt:20\b")
+def _(ws):
+    params = ws.params(NER)
+    ws.edit("ner/train.txt", 20, "张")
+    return argv(params)
+
+
+@case("ner-dev-tag-not-in-train", "data rows", r"dev\.txt:15\b", r"B-XYZ")
+def _(ws):
+    params = ws.params(NER)
+    ws.edit("ner/dev.txt", 15, "在\tB-XYZ")
+    return argv(params)
+
+
+@case("matching-single-class-dev-under-auc", "data rows", r"dev\.tsv")
+def _(ws):
+    params = ws.params(POINT)
+    rows = [r for r in ws.rows("match/dev.tsv") if r[2] == "1"]
+    ws.write(ws.data("match/dev.tsv"), "\n".join("\t".join(r) for r in rows) + "\n")
+    return argv(params)
+
+
+@case("matching-label-2", "data rows", r"train\.tsv:11\b", r"'2'|\b2\b")
+def _(ws):
+    params = ws.params(POINT)
+    ws.edit("match/train.tsv", 11, "我想问一下\t信用卡额度\t2")
+    return argv(params)
+
+
+@case("matching-train-two-columns", "data rows", r"train\.tsv:1\b")
+def _(ws):
+    return argv(ws.params(POINT, dataset_reader__train=ws.data("cls/train.tsv")))
+
+
+# --- encoder folders --------------------------------------------------------------
+def pretrained_case(id, mutate, *facts):
+    def build(ws):
+        folder = ws.pretrained()
+        mutate(folder)
+        return argv(ws.params(CLS, model__encoder={"pretrained": folder}))
+    case(id, "encoder folder", *facts)(build)
+
+
+def _remove(name):
+    return lambda folder: os.remove(os.path.join(folder, name))
+
+
+def _garbage(name, data=b"this is not a weights file\n" * 10):
+    def mutate(folder):
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    return mutate
+
+
+def _truncate(name):
+    def mutate(folder):
+        path = os.path.join(folder, name)
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+    return mutate
+
+
+def _safetensors_garbage(folder):
+    os.remove(os.path.join(folder, "model_state.pdparams"))
+    _garbage("model.safetensors")(folder)
+
+
+def _empty(folder):
+    for name in os.listdir(folder):
+        os.remove(os.path.join(folder, name))
+
+
+ENC = r"\benc\b"
+pretrained_case("encoder-folder-missing-config", _remove("config.json"), ENC, r"config\.json")
+pretrained_case("encoder-folder-corrupt-pdparams", _garbage("model_state.pdparams"), ENC, r"model_state\.pdparams")
+pretrained_case("encoder-folder-truncated-pdparams", _truncate("model_state.pdparams"), ENC, r"model_state\.pdparams")
+pretrained_case("encoder-folder-corrupt-safetensors", _safetensors_garbage, ENC, r"model\.safetensors")
+pretrained_case("encoder-folder-missing-vocab", _remove("vocab.txt"), ENC, r"vocab")
+pretrained_case("encoder-folder-config-not-json", _garbage("config.json", b"{not json"), ENC, r"config\.json")
+pretrained_case("encoder-folder-empty", _empty, ENC, r"config\.json")
+simple("encoder-folder-missing", "encoder folder", (r"model\.encoder\.pretrained", r"no_such_encoder"),
+       model__encoder={"pretrained": "/nonexistent/no_such_encoder"})
+
+
+def init_from_case(id, mutate, *facts):
+    def build(ws):
+        best = ws.path("prev_best")
+        shutil.copytree(os.path.join(ws.finished, "best"), best)
+        mutate(best)
+        return argv(ws.params(CLS), f"trainer.init_from={best}", do="eval")
+    case(id, "encoder folder", *facts)(build)
+
+
+init_from_case("init-from-corrupt-model-state", _garbage("model_state.pdparams"), r"prev_best", r"model_state\.pdparams")
+init_from_case("init-from-missing-encoder-vocab", _remove("encoder/vocab.txt"), r"prev_best", r"vocab")
+init_from_case("init-from-labels-not-json", _garbage("labels.json", b"[not json"), r"labels\.json")
+init_from_case("init-from-missing-reader-state", _remove("reader_state.json"), r"reader_state\.json")
+
+# --- output folders ------------------------------------------------------------------
+simple("output-dir-empty-string", "output folder", (r"trainer\.output_dir", r"''|\"\"|empty"), sets=["trainer.output_dir="])
+
+
+@case("output-dir-is-a-file", "output folder", r"trainer\.output_dir", r"a_file\.txt")
+def _(ws):
+    return argv(ws.params(CLS), f"trainer.output_dir={ws.write('a_file.txt', 'x')}")
+
+
+@case("output-dir-under-a-file", "output folder", r"trainer\.output_dir", r"a_file\.txt")
+def _(ws):
+    return argv(ws.params(CLS), f"trainer.output_dir={ws.write('a_file.txt', 'x')}/out")
+
+
+@case("output-dir-holds-finished-run", "output folder", r"trainer\.output_dir", r"/out\b")
+def _(ws):
+    out = ws.prior_run()
+    return argv(ws.params(CLS), f"trainer.output_dir={out}")
+
+
+@case("output-dir-finished-run-bad-dev-label-with-overwrite", "output folder", r"dev\.tsv:5\b", r"\bsport\b")
+def _(ws):
+    out = ws.prior_run()
+    params = ws.params(CLS)
+    ws.edit("cls/dev.tsv", 5, "联赛积分榜前四名咬得很紧。\tsport")
+    return argv(params, f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true")
+
+
+@case("output-dir-finished-run-corrupt-encoder-with-overwrite", "output folder", ENC, r"model_state\.pdparams")
+def _(ws):
+    out = ws.prior_run()
+    folder = ws.pretrained()
+    _garbage("model_state.pdparams")(folder)
+    return argv(ws.params(CLS, model__encoder={"pretrained": folder}), f"trainer.output_dir={out}",
+                "trainer.overwrite_output_dir=true")
+
+
+@case("output-dir-finished-run-window-overlap-with-overwrite", "output folder", r"window_overlap", r"\b30\b")
+def _(ws):
+    out = ws.prior_run()
+    params = ws.params(NER, dataset_reader__max_seq_len=32, dataset_reader__window_overlap=30)
+    return argv(params, f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true")
+
+
+@case("output-dir-finished-run-ce-on-multilabel-with-overwrite", "output folder", r"model\.loss", r"\bce\b")
+def _(ws):
+    out = ws.prior_run()
+    return argv(ws.params(ML, model__loss={"name": "ce"}), f"trainer.output_dir={out}",
+                "trainer.overwrite_output_dir=true")
+
+
+# --- runtime: resume and init_from ---------------------------------------------------
+simple("resume-without-checkpoint", "runtime", (r"trainer\.resume", r"/out\b"), trainer__resume=True)
+
+
+@case("resume-from-non-checkpoint-folder", "runtime", r"trainer\.resume", r"not_a_checkpoint")
+def _(ws):
+    os.makedirs(ws.path("not_a_checkpoint"))
+    return argv(ws.params(CLS, trainer__resume=ws.path("not_a_checkpoint")))
+
+
+@case("init-from-folder-that-is-not-a-run", "runtime", r"trainer\.init_from", r"not_a_run")
+def _(ws):
+    os.makedirs(ws.path("not_a_run"))
+    ws.write("not_a_run/notes.txt", "hello")
+    return argv(ws.params(CLS), f"trainer.init_from={ws.path('not_a_run')}")
+
+
+simple("init-from-missing-folder", "runtime", (r"trainer\.init_from", r"no_such_run"),
+       sets=["trainer.init_from=/nonexistent/no_such_run/best"])
+
+
+
+
+def resume_case(id, change, *facts):
+    """Resume the finished run from its own saved config.json with one thing changed
+    (max_steps raised, so that the run is not simply finished)."""
+    def build(ws):
+        out = ws.prior_run()
+        with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        return argv(ws.write("params.json", json.dumps(config)), f"trainer.output_dir={out}", "trainer.resume=true",
+                    "trainer.max_steps=4", change(ws, config))
+    case(id, "runtime", *facts)(build)
+
+
+resume_case("resume-with-changed-batch-size", lambda ws, c: "trainer.batch_size=4", r"batch_size", r"\b4\b")
+resume_case("resume-with-changed-training-file",
+            lambda ws, c: f"dataset_reader.train={c['dataset_reader']['dev']}", r"dataset_reader\.train|training file")
+
+
+# --- runtime: the non-finite guard (exit 3) -------------------------------------------
+@case("non-finite-loss-huge-learning-rate", "runtime", r"(?i)\bnan\b|\binf", r"(?i)step", r"learning_rate", code=3)
+def _(ws):
+    return argv(ws.params(CLS), "trainer.learning_rate=1e30", "trainer.max_steps=6", "trainer.max_grad_norm=0")
+
+
+@case("non-finite-loss-over-finished-run", "runtime", r"(?i)\bnan\b|\binf", r"(?i)step", r"learning_rate", code=3)
+def _(ws):
+    out = ws.prior_run()
+    return argv(ws.params(CLS), f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true",
+                "trainer.learning_rate=1e30", "trainer.max_steps=6", "trainer.max_grad_norm=0")
+
+
+# ---------------------------------------------------------------------------
+# Shared fixtures: one finished run and one pretrained-style encoder folder
+# ---------------------------------------------------------------------------
+def make_finished_run(root, repo, main):
+    """Train the classification example for two steps into ``root``/out."""
+    ws = Workspace(root, repo)
+    params = ws.params(CLS)
+    rc = main(argv(params, "trainer.eval_steps=1"))
+    if rc != 0 or not os.path.isdir(ws.path("out", "best")):
+        raise RuntimeError(f"the finished run for the bad-input cases did not train (exit {rc})")
+    return ws.path("out")
+
+
+def make_encoder_folder(folder, repo):
+    """A tiny ERNIE saved the way PaddleNLP saves a pretrained model."""
+    from paddlenlp.transformers import ErnieConfig, ErnieModel, ErnieTokenizer
+
+    with open(os.path.join(repo, "configs", "ernie_tiny.json"), encoding="utf-8") as f:
+        settings = {k: v for k, v in json.load(f).items() if k != "model_type"}
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(repo, "data", "cls", "train.tsv"), encoding="utf-8") as f:
+        chars = sorted(set(f.read()) - set("\t\n "))
+    vocab = os.path.join(folder, "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars) + "\n")
+    settings["vocab_size"] = len(chars) + 5
+    ErnieModel(ErnieConfig(**settings)).save_pretrained(folder)
+    ErnieTokenizer(vocab).save_pretrained(folder)
+    if not os.path.isfile(os.path.join(folder, "model_state.pdparams")):
+        raise RuntimeError(f"{folder}: expected PaddleNLP to save model_state.pdparams, got {os.listdir(folder)}")
+    return folder
+
+
+# ---------------------------------------------------------------------------
+# Running and judging one case
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass
+class Outcome:
+    argv: list
+    rc: object = None
+    exception: str = None  # the traceback of an exception that escaped main
+    changed: list = None  # files of the prior run that changed or vanished
+    added: list = None  # files that appeared in the prior run's folder
+    wrote: list = None  # files written into a fresh output folder by a run that failed
+
+
+def execute(case, ws, main):
+    """Build the case's inputs and run ``main`` in-process; stderr is captured by the caller."""
+    args = case.build(ws)
+    before = tree_hashes(ws.prior) if ws.prior else None
+    fresh = not os.path.exists(ws.path("out"))
+    ws.overwrite = any("overwrite_output_dir=true" in a for a in args)
+    outcome = Outcome(args)
+    try:
+        outcome.rc = main(args)
+    except SystemExit as e:
+        outcome.rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: B902  (the point is to see what escapes)
+        outcome.exception = traceback.format_exc()
+    gc.collect()  # what a CLI user sees once the process has exited (temporary folders' finalizers)
+    if before is not None:
+        after = tree_hashes(ws.prior) if os.path.isdir(ws.prior) else {}
+        outcome.changed = sorted(k for k in before if before[k] != after.get(k))
+        outcome.added = sorted(k for k in after if k not in before)
+    if fresh and os.path.isdir(ws.path("out")):
+        outcome.wrote = sorted(tree_hashes(ws.path("out")))
+    return outcome
+
+
+VERDICTS = ("good", "poor message", "traceback", "silent", "data loss")
+
+
+def judge(case, outcome, stderr, ws):
+    """(verdict, reason) for one run; ``stderr`` is what was printed to sys.stderr.
+
+    Facts are matched with the workspace folder replaced by ``<tmp>``, so that
+    a temporary path (which holds the case's name) never satisfies one."""
+    overwrite = ws.overwrite
+    real = os.path.realpath(ws.root)
+    lines = [line.replace(ws.root, "<tmp>").replace(real, "<tmp>") for line in stderr.splitlines() if line.strip()]
+    if outcome.changed and not (outcome.rc == 0 and overwrite):
+        return "data loss", f"the finished run changed: {', '.join(outcome.changed[:5])}"
+    if outcome.exception:
+        return "traceback", "exception escaped main: " + outcome.exception.strip().splitlines()[-1]
+    if "Traceback" in stderr:
+        return "traceback", "a Traceback was printed"
+    if len(lines) > 1:
+        return "traceback", f"{len(lines)} lines on stderr, the first: {lines[0][:200]}"
+    if outcome.rc == 0:
+        return "silent", "exit 0"
+    if outcome.rc != case.code:
+        return "poor message", f"exit {outcome.rc}, expected {case.code}"
+    if not lines or not lines[0].startswith("error: "):
+        return "poor message", "no 'error: ' line on stderr"
+    missing = [fact for fact in case.facts if not re.search(fact, lines[0])]
+    if missing:
+        return "poor message", f"the line does not match {missing}"
+    return "good", ""
