@@ -50,6 +50,7 @@ CHECKPOINT_FILES = (MODEL_FILE, OPTIMIZER_FILE, SCHEDULER_FILE, STATE_FILE, "rea
 RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
                  "predictions.jsonl", "report.md", "plots", "inference", "vocab")
 REPLACED = ".replaced"
+JOURNAL = "JOURNAL.json"
 LOCK_INFO = ".lock"
 
 #: The save points APPZOO_FAULT can name, in the order a run reaches them.
@@ -252,18 +253,31 @@ class RunFolder:
         self._lock_fd = None
 
     # ---- replacing an old run -----------------------------------------
+    # best/ stays in place while the new run trains, so the folder always has
+    # a model to predict with; everything else of the old run waits in
+    # .replaced/, with the name of the old best/ target in .replaced/BEST.
     def replace_run(self):
-        """Move every artifact of an older run into ``.replaced/`` (best/ first,
-        so an interrupted move is undone by :meth:`recover`)."""
-        names = [n for n in RUN_ARTIFACTS + tuple(self._best_targets())
-                 if os.path.lexists(self.path(n))]
+        """Move every artifact of an older run but ``best/`` into ``.replaced/``,
+        after writing down (``.replaced/JOURNAL.json``) what will be moved."""
+        names = [n for n in RUN_ARTIFACTS if n != "best" and os.path.lexists(self.path(n))]
         if not names:
             return
         aside = self.path(REPLACED)
         os.makedirs(aside, exist_ok=True)
+        write_json(os.path.join(aside, JOURNAL), {"best": self._best_target(), "names": names})
         for name in names:
             fault("replace.aside")
             os.rename(self.path(name), os.path.join(aside, name))
+
+    def _best_target(self):
+        return os.readlink(self.best) if os.path.islink(self.best) else None
+
+    def _journal(self):
+        try:
+            with open(os.path.join(self.path(REPLACED), JOURNAL), encoding="utf-8") as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):  # killed before the journal was complete: nothing moved
+            return None
 
     def commit_replace(self):
         """The new run saved its first best/: the old run can go."""
@@ -275,16 +289,21 @@ class RunFolder:
 
     def rollback_replace(self):
         """The new run failed before saving a best/: put the old run back,
-        dropping what the new run wrote."""
+        dropping what the new run wrote. Returns True when there was one."""
         aside = self.path(REPLACED)
         if not os.path.isdir(aside):
             return False
-        for name in RUN_ARTIFACTS + tuple(self._best_targets()):
-            if os.path.lexists(self.path(name)):
-                _remove(self.path(name))
-        for name in os.listdir(aside):
-            os.rename(os.path.join(aside, name), self.path(name))
-        os.rmdir(aside)
+        journal = self._journal()
+        if journal is not None:
+            for name in RUN_ARTIFACTS:
+                moved = os.path.lexists(os.path.join(aside, name))
+                # the new run's own files: those the old run did not have, and those it shadows
+                if name != "best" and (moved or name not in journal["names"]) and os.path.lexists(self.path(name)):
+                    _remove(self.path(name))
+            for name in journal["names"]:
+                if os.path.lexists(os.path.join(aside, name)):
+                    os.rename(os.path.join(aside, name), self.path(name))
+        shutil.rmtree(aside)
         return True
 
     def recover(self):
@@ -296,29 +315,22 @@ class RunFolder:
                 _remove(self.path(name))
         note = None
         if os.path.isdir(self.path(REPLACED)):
-            aside_targets = set(os.listdir(self.path(REPLACED)))
-            target = os.readlink(self.best) if os.path.islink(self.best) else None
-            if target and target not in aside_targets and os.path.exists(os.path.join(self.best, MARKER)):
-                self.commit_replace()
+            journal = self._journal()
+            if journal is not None and self._best_target() != journal["best"]:
+                self.commit_replace()  # the new run got as far as its own best/
             else:
                 self.rollback_replace()
-                note = f"note: {self.root}: a replacing run was stopped before it saved a model; " \
-                       f"the older run is back in place"
-        self._clean_best()
+                note = (f"note: {self.root}: a run that was replacing this one stopped before it saved a "
+                        f"model; the older run is back in place")
+        target = self._best_target()
+        if target:  # a best/ folder saved by a run killed before it swapped best/ (never in a copied folder)
+            for name in os.listdir(self.root):
+                if name.startswith(".best-step-") and name != target:
+                    _remove(self.path(name))
         self._clean_checkpoints()
         return note
 
     # ---- best/ ----------------------------------------------------------
-    def _best_targets(self):
-        return [n for n in os.listdir(self.root) if n.startswith(".best-step-")] \
-            if os.path.isdir(self.root) else []
-
-    def _clean_best(self):
-        target = os.readlink(self.best) if os.path.islink(self.best) else None
-        for name in self._best_targets():
-            if name != target:
-                _remove(self.path(name))
-
     def save_best(self, model, encoder, tokenizer, best):
         """Write a new ``best/`` and swap it in. ``best`` is a :class:`Best`."""
         from appzoo.encoders import save_encoder
@@ -341,8 +353,10 @@ class RunFolder:
             link = self.path(f".best.link-{uuid.uuid4().hex[:6]}")
             os.symlink(name, link)
             fault("best.link")
-            if os.path.isdir(self.best) and not os.path.islink(self.best):
-                os.rename(self.best, self.path(f".best-step-old-{uuid.uuid4().hex[:6]}"))  # an older layout
+            previous = self._best_target()
+            if os.path.isdir(self.best) and not os.path.islink(self.best):  # a copied folder: best/ is real
+                previous = f".best-step-old-{uuid.uuid4().hex[:6]}"
+                os.rename(self.best, self.path(previous))
             os.replace(link, self.best)
             fault("best.swap")
         except OSError as e:
@@ -351,7 +365,8 @@ class RunFolder:
                     _remove(path)
             kept = "the previous best/ is intact" if os.path.exists(self.best) else "no best/ was saved yet"
             raise _disk_error("the best model", self.root, e, kept) from None
-        self._clean_best()
+        if previous and previous.startswith(".best-step-") and os.path.isdir(self.path(previous)):
+            _remove(self.path(previous))
         self.commit_replace()
 
     # ---- checkpoints ----------------------------------------------------

@@ -217,15 +217,16 @@ def _modes(plan, prepared, folder, resume_from, started):
     if "train" in plan.do:
         if trainer.is_main and not resume_from:
             archive.write_json(folder.path("config.json"), plan.config)
+        resume_step = _checkpoint_step(resume_from) if resume_from else None
         if trainer.is_main and resume_from:  # the log up to the checkpoint: no row twice, the plots show the whole run
-            step = _checkpoint_step(resume_from)
+            step = resume_step
             rows = [r for r in archive.read_jsonl(folder.path("train_log.jsonl")) if r.get("step", 0) <= step]
             archive.write_jsonl(folder.path("train_log.jsonl"), rows)
             trainer.history = rows
         trainer.state.train_sha256 = file_sha256(plan.data.train)
         dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
         state = trainer.train(p.features["train"], dev, resume_from=resume_from)
-        if resume_from and state.finished and state.global_step == _checkpoint_step(resume_from):
+        if resume_from and state.finished and state.global_step == resume_step:
             note(f"note: the run in {cfg.output_dir} had finished (step {state.global_step}); "
                  f"trainer.resume trains no further")
         metrics["best"] = {"step": state.best_step if dev else state.global_step,

@@ -109,7 +109,9 @@ class Trainer:
         )
         if resume_from:
             self._resume(resume_from)
-        if self.state.finished:
+        if self.state.finished:  # nothing left to train; count an epoch that its last step ended
+            if self.state.step_in_epoch == per_epoch:
+                self.state.epoch, self.state.step_in_epoch = self.state.epoch + 1, 0
             self._restore_best()
             return self.state
 

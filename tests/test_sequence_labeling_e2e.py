@@ -45,7 +45,7 @@ def test_fc_example_train_eval_predict_export_and_reload(tmp_path):
         for entity in row["entities"]:
             assert 0 <= entity["start"] < entity["end"] <= len(row["tokens"])
             assert entity["text"] == "".join(row["tokens"][entity["start"]:entity["end"]])
-    assert os.path.isfile(os.path.join(out, "best", "inference", "model.pdiparams"))
+    assert os.path.isfile(os.path.join(out, "inference", "model.pdiparams"))
 
     # predicting again from best/ alone gives the same tags
     os.remove(os.path.join(out, "predictions.jsonl"))

@@ -59,7 +59,7 @@ def test_reloaded_model_predicts_with_the_saved_threshold(pairwise, tmp_path):
 
 def test_pairwise_export_scores_pairs(pairwise):
     assert run(PAIRWISE, pairwise, "--do", "export") == 0
-    folder = os.path.join(pairwise, "best", "inference")
+    folder = os.path.join(pairwise, "inference")
     assert any(name.startswith("model.") for name in os.listdir(folder))
 
 

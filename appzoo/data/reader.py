@@ -96,13 +96,18 @@ class DatasetReader:
         raise NotImplementedError
 
     def fit(self, examples, predictions, labels):
-        """Called with the dev predictions of the best checkpoint; readers that
-        tune something on dev (a decision threshold) do it here and return the
-        state to save with the model."""
+        """Tune what is tuned on dev (a decision threshold) from the dev
+        predictions at each evaluation during training; returns :meth:`state`."""
+        return self.state()
+
+    def state(self):
+        """What a model saved by this reader needs to decode the same way
+        later (a tuned threshold, a detected tagging scheme): saved with every
+        best/ and checkpoint, whether or not there was a dev set."""
         return {}
 
     def load_state(self, state):
-        """Restore what :meth:`fit` returned."""
+        """Restore what :meth:`state` returned."""
 
     # ---- planning: checks that need the config alone, or one split -------
     def check_plan(self, data):

@@ -296,7 +296,7 @@ class SequenceLabelingReader(DatasetReader):
         return {"num_labels": len(labels), "class_counts": counts, "tag_names": list(labels),
                 "scheme": self.scheme}
 
-    def fit(self, examples, predictions, labels):
+    def state(self):
         return {"scheme": self.scheme}
 
     def load_state(self, state):

@@ -59,6 +59,7 @@ class MatchingReader(DatasetReader):
         self.positive_label, self.negative_label = positive_label, negative_label
         self.threshold = threshold
         self.tuned_threshold = None
+        self.tuned_f1 = None
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -201,13 +202,21 @@ class MatchingReader(DatasetReader):
     def fit(self, examples, predictions, labels):
         """Tune the decision threshold on dev for the best F1 (unless one is configured)."""
         if self.threshold is not None:
-            return {"threshold": self.threshold, "tuned": False}
+            return self.state()
         gold = [int(e["label"] == self.positive_label) for e in examples]
-        self.tuned_threshold, f1 = best_f1_threshold(gold, [p["score"] for p in predictions])
-        return {"threshold": self.tuned_threshold, "tuned": True, "dev_f1": f1}
+        self.tuned_threshold, self.tuned_f1 = best_f1_threshold(gold, [p["score"] for p in predictions])
+        return self.state()
+
+    def state(self):
+        if self.threshold is not None:
+            return {"threshold": self.threshold, "tuned": False}
+        if self.tuned_threshold is None:  # no dev set: nothing was tuned
+            return {"threshold": DEFAULT_THRESHOLD, "tuned": False}
+        return {"threshold": self.tuned_threshold, "tuned": True, "dev_f1": self.tuned_f1}
 
     def load_state(self, state):
         self.tuned_threshold = state.get("threshold") if state.get("tuned") else None
+        self.tuned_f1 = state.get("dev_f1")
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []
