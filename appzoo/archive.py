@@ -36,7 +36,7 @@ import socket
 import time
 import uuid
 
-from appzoo.errors import RunError, UserError
+from appzoo.errors import ConfigError, RunError, UserError
 
 MODEL_FILE = "model_state.pdparams"
 OPTIMIZER_FILE = "optimizer.pdopt"
@@ -182,15 +182,15 @@ class Best:
 def check_best(folder, key_path="trainer.init_from"):
     """Raise UserError unless ``folder`` is a complete ``best/`` folder."""
     if not os.path.isdir(folder):
-        raise UserError(f"{key_path}: {folder!r} does not exist")
+        raise ConfigError(f"{key_path}: {folder!r} does not exist")
     if not os.path.isfile(os.path.join(folder, "labels.json")):
-        raise UserError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no labels.json)")
+        raise ConfigError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no labels.json)")
     if not os.path.exists(os.path.join(folder, MARKER)):
-        raise UserError(f"{key_path}: {folder!r} is an incomplete best/ folder (no {MARKER} marker: "
+        raise ConfigError(f"{key_path}: {folder!r} is an incomplete best/ folder (no {MARKER} marker: "
                         f"the save was interrupted)")
     missing = [name for name in BEST_FILES if not os.path.isfile(os.path.join(folder, name))]
     if missing:
-        raise UserError(f"{key_path}: {folder}: missing {', '.join(missing)}")
+        raise ConfigError(f"{key_path}: {folder}: missing {', '.join(missing)}")
 
 
 def read_best(folder):

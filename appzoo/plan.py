@@ -9,6 +9,7 @@ import json
 import os
 from typing import Optional
 
+from appzoo.archive import RunFolder, check_best
 from appzoo.config import SECTIONS, check_kwargs, non_finite
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
@@ -50,12 +51,9 @@ class Plan:
 
 def validate(config, param_path="<param file>", do=None):
     """Check the whole param file and return a :class:`Plan`."""
-    try:
-        plan = _validate(config, do)
-        plan.source = param_path
-        return plan
-    except ConfigError as e:
-        raise ConfigError(f"{param_path}: {e}") from None
+    plan = _validate(config, do)  # run_trainer.main names the param file in messages, once
+    plan.source = param_path
+    return plan
 
 
 def _validate(config, do):
@@ -112,15 +110,15 @@ def _validate(config, do):
                 f"trainer.init_from: trainer.do {modes} does not train, so it needs a trained model: "
                 f"{init_from!r} does not exist (train first, or set trainer.init_from to a best/ folder)"
             )
-    if init_from is not None and not os.path.isfile(os.path.join(init_from, "labels.json")):
-        raise ConfigError(f"trainer.init_from: {init_from!r} is not a best/ folder of an appzoo run")
+    if init_from is not None:
+        check_best(init_from, "trainer.init_from")
 
     encoder = model_section.pop("encoder", None)
     if encoder is None and init_from is None:
         raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
                           "or {\"config\": \"configs/ernie_tiny.json\"})")
     encoder = parse_encoder_spec(encoder) if encoder is not None else None
-    builds_encoder = encoder is not None and not (init_from and "train" not in modes)  # as runner.run does
+    builds_encoder = encoder is not None and init_from is None  # else the saved encoder is used (runner.prepare)
     check_model_sources(encoder if builds_encoder else None, init_from, data.max_seq_len)
     check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
@@ -132,8 +130,8 @@ def _validate(config, do):
 
     # A folder counts as holding a run once a model was saved there; a run that
     # stopped before (a bad metric name at the first evaluation, say) can be redone.
-    saved = any(os.path.exists(os.path.join(trainer.output_dir, d)) for d in ("best", "checkpoints"))
-    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir and saved:
+    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir \
+            and RunFolder(trainer.output_dir).has_run():
         raise ConfigError(
             f"trainer.output_dir: {trainer.output_dir!r} already holds a run; choose another folder, "
             f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"

@@ -244,6 +244,9 @@ def _modes(plan, prepared, folder, resume_from, started):
                             p.reader.prediction_rows(p.splits["predict"], predictions, p.labels))
     if "export" in plan.do:
         metrics["export"] = {"folder": _export(trainer, folder)}
+    skipped = {path: n for path, n in getattr(p.reader, "skipped", {}).items() if n}
+    if skipped:  # dataset_reader.on_bad_line: skip
+        metrics["skipped_lines"] = skipped
     metrics["wall_time_s"] = round(time.time() - started, 1)
     _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, p.labels)
     return metrics

@@ -88,7 +88,7 @@ def test_set_errors(config):
 # ---- validation: one test per kind of message -----------------------------------
 def test_unknown_key_with_did_you_mean(config):
     config["trainer"]["epoch"] = 3
-    with pytest.raises(ConfigError, match=r"p\.json: trainer\.epoch: unknown key for 'trainer'; did you mean 'epochs'\? \(accepted: .*batch_size"):
+    with pytest.raises(ConfigError, match=r"^trainer\.epoch: unknown key for 'trainer'; did you mean 'epochs'\? \(accepted: .*batch_size"):
         validate(config, "p.json")
 
 
@@ -180,6 +180,8 @@ def test_existing_output_dir_is_not_overwritten(config, tmp_path):
     (out / "config.json").write_text("{}")
     validate(config)  # a run that saved no model yet may be redone
     (out / "best").mkdir()
+    validate(config)  # a best/ whose save never completed does not count either
+    (out / "best" / "COMPLETE").write_text("")
     with pytest.raises(ConfigError, match=r"trainer\.output_dir: .* already holds a run; .*overwrite_output_dir=true"):
         validate(config)
     config["trainer"]["overwrite_output_dir"] = True
