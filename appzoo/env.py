@@ -2,9 +2,8 @@
 
 Paddle uses one thread by default, and its bundled MKL takes a slow code path
 on AMD processors unless ``MKL_DEBUG_CPU_TYPE=5`` is set before the library
-loads (measured on a 2-core AMD machine: matmul 38 -> 98 GFLOP/s; a training
-step 5.0 s -> 2.8 s together with ``OMP_NUM_THREADS``). Values already set in
-the environment win, so every default here can be overridden.
+loads (measurements: docs/benchmarks.md, "CPU defaults"). Values already set
+in the environment win, so every default here can be overridden.
 """
 import os
 import sys
