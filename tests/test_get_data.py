@@ -1,0 +1,98 @@
+"""benchmarks/get_data.py against the raw mirror in ../shared/data/raw: every
+processed sha256 of SOURCES.md, idempotence, the offline message and a
+corrupted raw file. All seven sets take about 1.5 s, so every test does all."""
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import get_data  # noqa: E402
+
+MIRROR = os.path.join("..", "shared", "data", "raw")
+needs_mirror = pytest.mark.skipif(not os.path.isdir(MIRROR),
+                                  reason=f"no raw-file mirror at {MIRROR} (the shared benchmark data)")
+
+
+@needs_mirror
+def test_all_sets_from_the_mirror_match_every_processed_sha256(tmp_path, capsys):
+    dest = tmp_path / "bench"
+    code = subprocess.run([sys.executable, "benchmarks/get_data.py", "all", "--dest", str(dest),
+                           "--mirror", MIRROR], capture_output=True, text=True)
+    assert code.returncode == 0, code.stderr
+    expected = {rel: digest for d in get_data.DATASETS.values() for rel, digest in d.processed.items()}
+    assert len(expected) == 17
+    for rel, digest in expected.items():
+        assert get_data.file_sha256(dest / rel) == digest, rel
+    written = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert written == sorted(expected), "no temporary or extra files are left"
+    for name, dataset in get_data.DATASETS.items():  # the source and licence note of every set
+        assert f"{name}: " in code.stdout and dataset.repo in code.stdout
+    assert "CC BY-SA 3.0" in code.stdout
+
+
+@needs_mirror
+def test_a_second_run_skips_present_sets_and_redoes_a_changed_file(tmp_path, capsys):
+    dest = str(tmp_path / "bench")
+    assert get_data.main(["weibo", "mrpc", "--dest", dest, "--mirror", MIRROR]) == 0
+    capsys.readouterr()
+    train = os.path.join(dest, "ner/weibo/train.txt")
+    mtime = os.stat(train).st_mtime_ns
+    assert get_data.main(["weibo", "mrpc", "--dest", dest, "--mirror", MIRROR]) == 0
+    out = capsys.readouterr().out
+    assert "weibo: already present and verified" in out and "mrpc: already present and verified" in out
+    assert os.stat(train).st_mtime_ns == mtime
+    with open(train, "ab") as f:  # a file that no longer verifies is fetched again
+        f.write(b"x")
+    assert get_data.main(["weibo", "--dest", dest, "--mirror", MIRROR]) == 0
+    assert "weibo: wrote 3 file(s)" in capsys.readouterr().out
+    assert get_data.file_sha256(train) == get_data.DATASETS["weibo"].processed["ner/weibo/train.txt"]
+
+
+@needs_mirror
+def test_a_corrupted_raw_file_is_a_one_line_sha256_error(tmp_path, capsys):
+    mirror = tmp_path / "mirror"
+    shutil.copytree(os.path.join(MIRROR, "hltcoe"), mirror / "hltcoe")
+    dataset = get_data.DATASETS["weibo"]
+    bad = mirror / get_data.relative_url(dataset, dataset.raws["dev"])
+    os.chmod(bad, 0o644)
+    bad.write_bytes(bad.read_bytes()[:-10])
+    dest = tmp_path / "bench"
+    assert get_data.main(["weibo", "--dest", str(dest), "--mirror", str(mirror)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith(f"error: {bad}: sha256 mismatch: expected {dataset.raws['dev'].sha256}, got ")
+    assert not dest.exists(), "nothing is written when a raw file is bad"
+
+
+def test_offline_fails_fast_with_one_line_naming_mirror(tmp_path, capsys, monkeypatch):
+    def no_network(url, timeout=None):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    assert get_data.main(["weibo", "--dest", str(tmp_path / "bench")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith("error: cannot download https://raw.githubusercontent.com/hltcoe/golden-horse/"
+                          "7a73c08e45ed94312af4ef2d97cc35a47d029e99/data/weiboNER_2nd_conll.train")
+    assert "--mirror DIR" in err
+
+
+def test_offline_from_the_command_line(tmp_path):
+    # port 9 (discard) on this machine refuses the connection at once
+    result = subprocess.run([sys.executable, "benchmarks/get_data.py", "afqmc", "--dest", str(tmp_path),
+                             "--base-url", "http://127.0.0.1:9", "--timeout", "2"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--mirror DIR" in lines[0], result.stderr
+
+
+def test_unknown_name_and_missing_mirror(tmp_path, capsys):
+    assert get_data.main(["weibu", "--dest", str(tmp_path)]) == 2
+    assert "unknown data set 'weibu'" in capsys.readouterr().err
+    assert get_data.main(["weibo", "--mirror", str(tmp_path / "nope")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
