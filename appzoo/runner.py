@@ -232,16 +232,17 @@ def _modes(plan, prepared, folder, resume_from, started):
         metrics["best"] = {"step": state.best_step if dev else state.global_step,
                            "metric": trainer.metric if dev else None, "value": state.best_metric}
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
-    if not trainer.is_main:
-        return metrics
-    if "eval" in plan.do:
+    if "eval" in plan.do:  # every rank evaluates its share; the main process writes
         for split in ("dev", "test"):
             if split in p.splits:
                 metrics[split] = trainer.evaluate(p.splits[split], p.features[split], split=split)
     if "predict" in plan.do:
         predictions, _ = trainer.predict(p.splits["predict"], p.features["predict"])
-        archive.write_jsonl(folder.path("predictions.jsonl"),
-                            p.reader.prediction_rows(p.splits["predict"], predictions, p.labels))
+        if trainer.is_main:
+            archive.write_jsonl(folder.path("predictions.jsonl"),
+                                p.reader.prediction_rows(p.splits["predict"], predictions, p.labels))
+    if not trainer.is_main:
+        return metrics
     if "export" in plan.do:
         metrics["export"] = {"folder": _export(trainer, folder)}
     skipped = {path: n for path, n in getattr(p.reader, "skipped", {}).items() if n}

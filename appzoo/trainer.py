@@ -5,7 +5,9 @@ their model (``forward`` returns a dict with ``logits`` and, given labels,
 ``loss``; ``decode`` turns outputs into predictions). Everything that must
 survive a restart lives in :class:`TrainerState`, saved with each checkpoint.
 """
+import contextlib
 import dataclasses
+import inspect
 import math
 import os
 import time
@@ -16,6 +18,7 @@ import paddle
 from appzoo import callbacks as cb
 from appzoo import interrupts
 from appzoo.archive import MODEL_FILE, Best, RunFolder, load_weights, read_best
+from appzoo.data.sampler import feature_length, length_order, train_batches
 from appzoo.errors import DataError, DivergedError, Interrupted
 from appzoo.progress import progress
 
@@ -34,22 +37,6 @@ class TrainerState:
     finished: bool = False  # the run trained all it was asked to (or stopped early)
     evaluated_at: int = None  # the step of the last evaluation (and best/ decision)
     train_sha256: str = None  # of the training file: a resume on other data is refused
-
-
-def batches(features, batch_size, *, shuffle, seed=0, rank=0, world_size=1):
-    """Lists of feature indices. Shuffled by ``seed`` (so a resumed epoch sees
-    the same order), then split across data-parallel ranks."""
-    order = np.arange(len(features))
-    if shuffle:
-        order = np.random.RandomState(seed).permutation(len(features))
-    step = batch_size * world_size
-    out = []
-    for start in range(0, len(order), step):
-        chunk = order[start:start + step]
-        if shuffle and world_size > 1 and len(chunk) < step:
-            break  # ranks must run the same number of steps
-        out.append(chunk[rank::world_size].tolist())
-    return out
 
 
 class Trainer:
@@ -77,6 +64,8 @@ class Trainer:
         self.metric, self.greater = metric, greater
         self.callbacks = [cb.JsonlLogger(os.path.join(output_dir, "train_log.jsonl")),
                           cb.BestCheckpoint(), cb.EarlyStopping(config.patience)]
+        params = inspect.signature(model.forward).parameters.values()
+        self._forward_keys = None if any(p.kind == p.VAR_KEYWORD for p in params) else {p.name for p in params}
         self._train_model = model
         if self.world_size > 1:
             paddle.distributed.init_parallel_env()
@@ -88,8 +77,8 @@ class Trainer:
         ``resume_from`` a checkpoint folder. Ends with the best model's weights
         in ``self.model``."""
         cfg = self.config
-        per_epoch = len(batches(train_features, cfg.batch_size, shuffle=True,
-                                world_size=self.world_size))
+        self._lengths = [feature_length(f) for f in train_features]
+        per_epoch = len(self._epoch_steps(train_features, 0))
         if per_epoch == 0:
             raise DataError(f"the training data has {len(train_features)} example(s), fewer than the "
                             f"{self.world_size} data-parallel processes")
@@ -115,20 +104,18 @@ class Trainer:
             self._restore_best()
             return self.state
 
-        bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
-                       disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
+        bar = self._bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
+                                   disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
         running, started = [], time.time()
         with interrupts.deferred():
             while self.state.global_step < total and not self.state.should_stop:
-                order = batches(train_features, cfg.batch_size, shuffle=True, seed=cfg.seed + self.state.epoch,
-                                rank=self.rank, world_size=self.world_size)
-                for indices in order[self.state.step_in_epoch:]:
-                    running.append(self._train_step([train_features[i] for i in indices]))
+                order = self._epoch_steps(train_features, self.state.epoch)
+                for group in order[self.state.step_in_epoch:]:
+                    running.append(self._train_step([[train_features[i] for i in b] for b in group]))
                     self.state.step_in_epoch += 1
                     self.state.global_step += 1
                     step, lr = self.state.global_step, self.optimizer.get_lr()
                     bar.update(1)
-                    bar.set_postfix(loss=f"{running[-1]:.4f}", lr=f"{lr:.2e}")
                     if step % cfg.logging_steps == 0:
                         self._log_loss(running, started)
                     if cfg.eval_steps and step % cfg.eval_steps == 0:
@@ -174,25 +161,56 @@ class Trainer:
             self.model.set_state_dict(load_weights(os.path.join(self.folder.best, MODEL_FILE)))
             self.reader.load_state(read_best(self.folder.best).reader_state)
 
+    def _epoch_steps(self, features, epoch):
+        """The steps of one epoch, each a list of micro-batches (of indices)."""
+        cfg = self.config
+        sampler = "by_length" if self._group_by_length() else "random"
+        micro = train_batches(len(features), cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=sampler,
+                              lengths=self._lengths, rank=self.rank, world_size=self.world_size)
+        k = getattr(cfg, "gradient_accumulation_steps", 1)
+        return [micro[i:i + k] for i in range(0, len(micro), k)]
+
+    def _group_by_length(self):
+        """``trainer.group_by_length``; unset: on, except where batch mates
+        are the negatives (a length-sorted batch would hold easy negatives)."""
+        value = getattr(self.config, "group_by_length", None)
+        if value is None:
+            return not getattr(self.reader, "batch_composition_matters", False)
+        return value
+
     def _log_loss(self, running, started):
-        """Log the mean loss of the steps since the last log (and forget them)."""
+        """Log the mean loss of the steps since the last log (and forget them);
+        the only place the loss leaves the device. Averaged over data-parallel ranks."""
         if running:
+            mean = paddle.stack(running).mean()
+            if self.world_size > 1:
+                paddle.distributed.all_reduce(mean)
+                mean = mean / self.world_size
+            loss = float(mean)
+            self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self.optimizer.get_lr():.2e}")
             self._log({"step": self.state.global_step, "epoch": self.state.epoch,
-                       "loss": float(np.mean(running)), "lr": self.optimizer.get_lr(),
+                       "loss": loss, "lr": self.optimizer.get_lr(),
                        "elapsed_s": round(time.time() - started, 2)})
             running.clear()
 
-    def _train_step(self, features):
+    def _train_step(self, micro_batches):
+        """One optimizer step over ``micro_batches`` (lists of features):
+        gradients accumulate, the loss is their mean. Returns the loss tensor."""
         paddle.seed(self.config.seed + self.state.global_step)  # dropout masks survive a resume
         self._train_model.train()
-        batch = self._to_tensors(self.reader.collate(features, self.tokenizer.pad_token_id))
-        loss = self._train_model(**batch)["loss"]
-        loss.backward()
-        self._check_finite(loss)
+        total = None
+        for j, features in enumerate(micro_batches):
+            batch = self._to_tensors(self.reader.collate(features, self.tokenizer.pad_token_id))
+            sync = self.world_size == 1 or j == len(micro_batches) - 1
+            with contextlib.nullcontext() if sync else self._train_model.no_sync():
+                loss = self._train_model(**self._inputs(batch))["loss"] / len(micro_batches)
+                loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        self._check_finite(total)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.clear_grad()
-        return float(loss)
+        return total
 
     def _check_finite(self, loss):
         """Stop before a non-finite loss or gradient reaches the weights: the
@@ -200,9 +218,9 @@ class Trainer:
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = paddle.sqrt(paddle.add_n([paddle.sum(paddle.square(g.astype("float32"))) for g in grads])) \
             if grads else paddle.to_tensor(0.0)
-        value, norm = float(loss), float(norm)
-        if math.isfinite(value) and math.isfinite(norm):
+        if bool(paddle.isfinite(loss) & paddle.isfinite(norm)):  # one host sync a step
             return
+        value, norm = float(loss), float(norm)
         step = self.state.global_step + 1
         what = f"loss {value}" if not math.isfinite(value) else f"gradient norm {norm} (loss {value:.4g})"
         raise DivergedError(
@@ -235,20 +253,34 @@ class Trainer:
     @paddle.no_grad()
     def predict(self, examples, features, desc="predict"):
         """Per-example predictions (whatever the reader's ``decode`` returns)
-        and the mean loss where the features carry labels."""
+        and the mean loss where the features carry labels. Batches run longest
+        first (little padding), shared out over the data-parallel ranks, and
+        the rows are put back in the examples' order before decoding."""
         self.model.eval()
-        outputs, losses, sizes = {}, [], []
-        order = batches(features, self.config.eval_batch_size, shuffle=False)
-        for indices in progress(order, desc=desc, unit="batch", leave=False,
+        order = length_order(features)
+        size = self.config.eval_batch_size
+        chunks = [order[i:i + size] for i in range(0, len(order), size)][self.rank::self.world_size]
+        rows, outputs, losses, sizes = [], {}, [], []
+        for indices in progress(chunks, desc=desc, unit="batch", leave=False,
                                 disable=not (self.config.progress_bar and self.is_main)):
             batch = self._to_tensors(self.reader.collate([features[i] for i in indices],
                                                          self.tokenizer.pad_token_id))
-            out = self.model(**batch)
+            out = self.model(**self._inputs(batch))
             if "loss" in out:
                 losses.append(float(out["loss"]))
                 sizes.append(len(indices))
             for key, value in self.model.decode(out, batch).items():
                 outputs.setdefault(key, []).extend(list(value.numpy()))
+            rows.extend(indices)
+        if self.world_size > 1:  # every rank gets every row
+            shares = []
+            paddle.distributed.all_gather_object(shares, (rows, outputs, losses, sizes))
+            rows = [i for share in shares for i in share[0]]
+            outputs = {k: [v for share in shares for v in share[1].get(k, [])] for k in outputs}
+            losses = [v for share in shares for v in share[2]]
+            sizes = [v for share in shares for v in share[3]]
+        back = np.argsort(rows, kind="stable")  # row position of each feature, in the features' order
+        outputs = {k: [v[j] for j in back] for k, v in outputs.items()}
         predictions = self.reader.decode(examples, features, outputs, self.labels)
         loss = float(np.average(losses, weights=sizes)) if losses else None
         return predictions, loss
@@ -323,6 +355,13 @@ class Trainer:
     @staticmethod
     def _to_tensors(batch):
         return {k: paddle.to_tensor(v) for k, v in batch.items()}
+
+    def _inputs(self, batch):
+        """The batch keys the model's ``forward`` takes (as HF's Trainer does):
+        a reader's batch may carry more, for the model's ``decode``."""
+        if self._forward_keys is None:  # forward(**kwargs) takes them all
+            return batch
+        return {k: v for k, v in batch.items() if k in self._forward_keys}
 
 
 def _rename(key, names):
