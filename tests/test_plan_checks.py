@@ -158,20 +158,17 @@ class CharTokenizer:
     def _ids(self, text, room):
         return [5 + ord(c) % 25 for c in text][:room]
 
-    def __call__(self, texts, text_pair=None, max_length=16, **_):
+    def __call__(self, texts, text_pair=None, max_length=512, add_special_tokens=True, **_):
         out = {"input_ids": [], "token_type_ids": []}
         for i, text in enumerate(texts):
-            a = [2] + self._ids(text, max_length - 2) + [3]
-            b = self._ids(text_pair[i], max_length - len(a) - 1) + [3] if text_pair else []
+            if add_special_tokens:
+                a = [2] + self._ids(text, max_length - 2) + [3]
+                b = self._ids(text_pair[i], max_length - len(a) - 1) + [3] if text_pair else []
+            else:
+                a, b = self._ids(text, max_length), []
             out["input_ids"].append(a + b)
             out["token_type_ids"].append([0] * len(a) + [1] * len(b))
         return out
-
-    def tokenize(self, token):
-        return list(token)
-
-    def convert_tokens_to_ids(self, tokens):
-        return self._ids("".join(tokens), len(tokens))
 
 
 SHAPES = {  # every reader, and each config of a reader that changes what evaluate returns

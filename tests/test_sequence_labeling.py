@@ -187,7 +187,7 @@ def test_first_piece_carries_the_tag_and_dropped_characters_keep_their_place(tok
                                     vocab["big"], vocab["[SEP]"]]
     assert feature["positions"] == [1, 3, 4, 5, 6, 7]  # the second piece of NewYork has no position
     assert [labels[i] for i in feature["labels"]] == ["B-LOC", "O", "O", "O", "O", "B-ADJ"]
-    batch = reader.collate([feature, feature | {"positions": [1], "labels": [0], "input_ids": [2, 5, 3]}], 0)
+    batch = reader.collate([feature, feature | {"positions": [1], "lengths": 1, "labels": [0], "input_ids": [2, 5, 3]}], 0)
     assert batch["labels"].tolist()[1] == [0, -100, -100, -100, -100, -100]  # padding is ignored by the loss
     assert batch["lengths"].tolist() == [6, 1]
 
@@ -214,7 +214,7 @@ def test_long_sentence_split_and_merged_one_tag_per_token(tokenizer, tmp_path):
     outputs = {"tags": []}
     for f in features:
         row = np.array(f["labels"])
-        if not f["edges"][1]:
+        if not f["sentence_edges"][1]:
             row[-2:] = labels.index("I-X")
         outputs["tags"].append(np.concatenate([row, [0, 0]]))  # batch padding past the window
     predictions = reader.decode(examples, features, outputs, labels)

@@ -8,10 +8,12 @@ and the rows of ``predictions.jsonl``. The trainer only moves batches.
 """
 import contextlib
 import os
+from collections import Counter
+from collections import Counter
+from collections import Counter
 from typing import Literal
 
-import numpy as np
-
+from appzoo.data.encoding import IGNORE_INDEX, collate
 from appzoo.data.tabular import TextFile, check_encoding, check_on_bad_line
 from appzoo.errors import ConfigError, DataError
 from appzoo.progress import note
@@ -73,13 +75,18 @@ class DatasetReader:
         raise NotImplementedError
 
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
-        """Tokenise examples into features (dicts of lists / ints)."""
+        """Tokenise examples into features (dicts of lists / ints), with
+        :func:`~appzoo.data.encoding.encode_texts`."""
         raise NotImplementedError
 
     def collate(self, features, pad_id):
-        """Pad a list of features into a dict of numpy arrays named like the
-        model's ``forward`` arguments."""
-        raise NotImplementedError
+        """One batch: a dict of numpy arrays named like the model's ``forward``
+        arguments (the trainer passes only those a model takes). Token ids
+        (keys ending in ``input_ids``) are padded with ``pad_id``, label
+        sequences with the ignored index, anything else with 0; see
+        :func:`~appzoo.data.encoding.collate`."""
+        pads = {key: pad_id for key in features[0] if key.endswith("input_ids")}
+        return collate(features, {"labels": IGNORE_INDEX, **pads})
 
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):
@@ -136,13 +143,11 @@ class DatasetReader:
         runner after reading each split."""
 
 
-def pad(sequences, value, dtype="int64"):
-    """Right-pad a list of lists to a ``[len, max_len]`` array."""
-    width = max((len(s) for s in sequences), default=0)
-    out = np.full((len(sequences), width), value, dtype=dtype)
-    for i, seq in enumerate(sequences):
-        out[i, : len(seq)] = seq
-    return out
+def label_counts(values, labels):
+    """How often each of ``labels`` occurs in ``values`` (label names), in the
+    label set's order: class counts for 'balanced' weights, and for messages."""
+    counts = Counter(values)
+    return [counts[label] for label in labels]
 
 
 def read_label_file(path, what="label", encoding="utf-8"):

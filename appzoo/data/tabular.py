@@ -9,10 +9,14 @@ import csv
 import json
 import re
 from collections import Counter
+from typing import Union
 
 from appzoo.errors import ConfigError, DataError
 
 FORMATS = ("tsv", "csv", "jsonl")
+#: a reader's column key: a 0-based index or a header name (TSV/CSV), a field
+#: name (JSONL); None takes the reader's default
+Column = Union[int, str, None]
 ON_BAD_LINE = ("error", "skip")
 
 # An undecodable byte b is read as the lone surrogate U+DC00 + b, which no

@@ -26,9 +26,9 @@ class _Tagger(paddle.nn.Layer):
         self.dropout = dropout_layer(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
 
-    def emissions(self, input_ids, token_type_ids, positions):
+    def emissions(self, input_ids, positions):
         """Per-token tag scores ``[B, N, C]`` read at the first piece of each token."""
-        sequence, _, _ = encode(self.encoder, input_ids, token_type_ids)
+        sequence, _, _ = encode(self.encoder, input_ids)
         index = positions.unsqueeze(-1).expand([-1, -1, sequence.shape[-1]])
         return self.classifier(self.dropout(paddle.take_along_axis(sequence, index, axis=1)))
 
@@ -54,8 +54,8 @@ class ErnieFcSeqLabel(_Tagger):
         """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``."""
         check_classification_loss(model_kwargs.get("loss"), head=cls.__name__)
 
-    def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
-        logits = self.emissions(input_ids, token_type_ids, positions)
+    def forward(self, input_ids, positions, labels=None):
+        logits = self.emissions(input_ids, positions)
         out = {"logits": logits}
         if labels is not None:
             out["loss"] = self.loss_fn(logits, labels)  # padding carries -100
@@ -95,8 +95,8 @@ class ErnieCrfSeqLabel(_Tagger):
         if model_kwargs.get("loss"):
             check_classification_loss(model_kwargs["loss"], head=cls.__name__)
 
-    def forward(self, input_ids, positions, lengths=None, token_type_ids=None, sentence_edges=None, labels=None):
-        logits = self.emissions(input_ids, token_type_ids, positions)
+    def forward(self, input_ids, positions, lengths=None, sentence_edges=None, labels=None):
+        logits = self.emissions(input_ids, positions)
         out = {"logits": logits}
         if labels is not None:
             if lengths is None:  # every position is a real token

@@ -7,20 +7,18 @@ the first piece of each token carries its tag, and a sentence longer than
 back, each token taking the tag of the window where it has the most context.
 """
 import os
-from collections import Counter
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 import numpy as np
 
-from appzoo.data.reader import DatasetReader, pad, read_label_file, warn_label_variants
-from appzoo.data.tabular import clip, jsonl_rows
+from appzoo.data.encoding import encode_texts
+from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
+from appzoo.data.tabular import Column, clip, jsonl_rows
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import entity_spans
 from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS, did_you_mean
 from tasks.sequence_labeling.schemes import check_tag, detect_scheme, invalid_position, tag_order
-
-Column = Union[int, str, None]
 
 
 @READERS.register("sequence_labeling")
@@ -212,17 +210,17 @@ class SequenceLabelingReader(DatasetReader):
 
     # ---- labels and scheme ----------------------------------------------
     def build_labels(self, train_examples):
-        counts = Counter(t for e in train_examples for t in e["tags"])
+        tags = [t for e in train_examples for t in e["tags"]]
         if self.label_file:
             labels = read_label_file(self.label_file, what="tag", encoding=self.encoding)
             self._resolve_scheme(labels, train_examples)
             self.check_labels(train_examples, labels, "the training file")
         else:
-            labels = sorted(counts, key=tag_order)
+            labels = sorted(set(tags), key=tag_order)
             self._resolve_scheme(labels, train_examples)
             self._check_tags(train_examples, labels, known=None)
             self._report_invalid(train_examples, "train")
-        warn_label_variants({label: counts[label] for label in labels}, what="tag")
+        warn_label_variants(dict(zip(labels, label_counts(tags, labels))), what="tag")
         return labels
 
     def _resolve_scheme(self, labels, examples=None):
@@ -286,13 +284,7 @@ class SequenceLabelingReader(DatasetReader):
 
     def model_args(self, labels, train_examples):
         self._resolve_scheme(labels, train_examples)
-        counts = None
-        if train_examples:
-            index = {name: i for i, name in enumerate(labels)}
-            counts = [0] * len(labels)
-            for example in train_examples:
-                for tag in example["tags"]:
-                    counts[index[tag]] += 1
+        counts = label_counts((t for e in train_examples for t in e["tags"]), labels) if train_examples else None
         return {"num_labels": len(labels), "class_counts": counts, "tag_names": list(labels),
                 "scheme": self.scheme}
 
@@ -314,11 +306,11 @@ class SequenceLabelingReader(DatasetReader):
             raise ConfigError(f"dataset_reader.window_overlap: must be < max_seq_len - 2 = {budget}, "
                               f"got {self.window_overlap}")
         index = {name: i for i, name in enumerate(labels)}
-        pieces_of = TokenPieces(tokenizer, budget)
+        pieces_of, cut = token_pieces(tokenizer, (t for e in examples for t in e["tokens"]), budget, split)
         features, windowed = [], 0
-        for number, example in enumerate(progress(examples, desc=f"tokenize {split}", unit="sent", leave=False,
+        for number, example in enumerate(progress(examples, desc=f"align {split}", unit="sent", leave=False,
                                               mininterval=2)):
-            pieces = [pieces_of(token) for token in example["tokens"]]
+            pieces = [pieces_of[token] for token in example["tokens"]]
             spans = windows([len(p) for p in pieces], budget, self.window_overlap)
             windowed += len(spans) > 1
             tags = [index[t] for t in example["tags"]] if example["tags"] is not None else None
@@ -328,8 +320,8 @@ class SequenceLabelingReader(DatasetReader):
                     positions.append(len(ids))
                     ids.extend(piece_ids)
                 ids.append(tokenizer.sep_token_id)
-                feature = {"input_ids": ids, "positions": positions, "example": number, "span": (start, end),
-                           "edges": (int(start == 0), int(end == len(pieces)))}
+                feature = {"input_ids": ids, "positions": positions, "lengths": len(positions), "example": number,
+                           "span": (start, end), "sentence_edges": (int(start == 0), int(end == len(pieces)))}
                 if tags is not None:
                     feature["labels"] = tags[start:end]
                 features.append(feature)
@@ -337,20 +329,10 @@ class SequenceLabelingReader(DatasetReader):
             note(f"note: {windowed} of {len(examples)} {split} sentences are longer than "
                        f"max_seq_len={max_seq_len} and are split into overlapping windows "
                        f"(window_overlap={self.window_overlap} tokens)")
-        if pieces_of.cut:
-            note(f"note: {pieces_of.cut} distinct {split} token(s) have more than {budget} word pieces; "
-                       f"only their first {budget} pieces are used")
+        if cut:
+            note(f"note: {cut} distinct {split} token(s) have more than {budget} word pieces; "
+                 f"only their first {budget} pieces are used")
         return features
-
-    def collate(self, features, pad_id):
-        input_ids = pad([f["input_ids"] for f in features], pad_id)
-        batch = {"input_ids": input_ids, "token_type_ids": np.zeros_like(input_ids),
-                 "positions": pad([f["positions"] for f in features], 0),
-                 "lengths": np.asarray([len(f["positions"]) for f in features], dtype="int64"),
-                 "sentence_edges": np.asarray([f["edges"] for f in features], dtype="int64")}
-        if all("labels" in f for f in features):
-            batch["labels"] = pad([f["labels"] for f in features], -100)
-        return batch
 
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):
@@ -362,8 +344,8 @@ class SequenceLabelingReader(DatasetReader):
             number, (start, end) = feature["example"], feature["span"]
             position = np.arange(start, end)
             far = np.full_like(position, len(tags[number]))  # a real sentence edge is not a cut
-            left = far if feature["edges"][0] else position - start
-            right = far if feature["edges"][1] else end - 1 - position
+            left = far if feature["sentence_edges"][0] else position - start
+            right = far if feature["sentence_edges"][1] else end - 1 - position
             score = np.minimum(left, right)
             better = score > context[number][start:end]
             tags[number][start:end][better] = np.asarray(row[:end - start])[better]
@@ -393,27 +375,15 @@ class SequenceLabelingReader(DatasetReader):
         return rows
 
 
-class TokenPieces:
-    """Word-piece ids of one input token, cached per distinct token. A token
-    the tokenizer drops entirely (a space, a control character) becomes
+def token_pieces(tokenizer, tokens, budget, split):
+    """``({token: word-piece ids}, cut)`` for each distinct input token, at
+    most ``budget`` pieces each (``cut``: how many had more). A token the
+    tokenizer drops entirely (a space, a control character) becomes
     ``[UNK]``, so that it keeps its position and its tag."""
-
-    def __init__(self, tokenizer, budget):
-        self.tokenizer = tokenizer
-        self.budget = budget
-        self.cache = {}
-        self.cut = 0
-
-    def __call__(self, token):
-        ids = self.cache.get(token)
-        if ids is None:
-            ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(token)) \
-                or [self.tokenizer.unk_token_id]
-            if len(ids) > self.budget:
-                self.cut += 1
-                ids = ids[:self.budget]
-            self.cache[token] = ids
-        return ids
+    distinct = list(dict.fromkeys(tokens))
+    encoded = encode_texts(tokenizer, distinct, split=split, special_tokens=False)["input_ids"]
+    pieces = {token: (ids or [tokenizer.unk_token_id])[:budget] for token, ids in zip(distinct, encoded)}
+    return pieces, sum(len(ids) > budget for ids in encoded)
 
 
 def windows(piece_counts, budget, overlap):

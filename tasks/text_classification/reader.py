@@ -1,17 +1,14 @@
 """Reader for text classification: TSV / CSV / JSONL, multi-class or multi-label."""
 import os
-from collections import Counter
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 import numpy as np
 
-from appzoo.data.reader import DatasetReader, pad, read_label_file, warn_label_variants
-from appzoo.data.tabular import columns, read_rows, table_options, wrong_type
+from appzoo.data.encoding import encode_texts
+from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
+from appzoo.data.tabular import Column, columns, read_rows, table_options, wrong_type
 from appzoo.errors import ConfigError, DataError
-from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS, did_you_mean
-
-Column = Union[int, str, None]
 
 
 @READERS.register("text_classification")
@@ -87,35 +84,29 @@ class ClassificationReader(DatasetReader):
             return labels
         return str(value).strip()
 
+    def _values(self, examples):
+        """Every label of every example (several per example with ``multi_label``)."""
+        for example in examples:
+            yield from (example["label"] or []) if self.multi_label else [example["label"]]
+
     def build_labels(self, train_examples):
-        counts = Counter(value for example in train_examples
-                         for value in (example["label"] if self.multi_label else [example["label"]]))
         if self.label_file:
             labels = read_label_file(self.label_file, encoding=self.encoding)
             self.check_labels(train_examples, labels, "the training file")
         else:
-            labels = sorted(counts)
-        warn_label_variants({label: counts[label] for label in labels})
+            labels = sorted(set(self._values(train_examples)))
+        warn_label_variants(dict(zip(labels, label_counts(self._values(train_examples), labels))))
         return labels
 
     def check_labels(self, examples, labels, path):
         known = set(labels)
         for example in examples:
-            values = example["label"] if self.multi_label else [example["label"]]
-            for value in values or []:
+            for value in self._values([example]):
                 if value is not None and value not in known:
                     raise DataError(
                         f"{example['source']}: label {value!r} is not in the label set"
                         f"{did_you_mean(value, labels)} (labels: {', '.join(labels)})"
                     )
-
-    def label_counts(self, examples, labels):
-        index = {name: i for i, name in enumerate(labels)}
-        counts = [0] * len(labels)
-        for example in examples:
-            for value in (example["label"] if self.multi_label else [example["label"]]):
-                counts[index[value]] += 1
-        return counts
 
     # ---- planning ----------------------------------------------------------
     def check_plan(self, data):
@@ -131,7 +122,7 @@ class ClassificationReader(DatasetReader):
         return ["subset_accuracy" if self.multi_label else "accuracy", *averages, "loss"]
 
     def model_args(self, labels, train_examples):
-        counts = self.label_counts(train_examples, labels) if train_examples else None
+        counts = label_counts(self._values(train_examples), labels) if train_examples else None
         return {"num_labels": len(labels), "class_counts": counts, "multi_label": self.multi_label}
 
     def texts(self, examples):
@@ -139,35 +130,18 @@ class ClassificationReader(DatasetReader):
 
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
         index = {name: i for i, name in enumerate(labels)}
-        features, truncated = [], 0
-        for start in progress(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
-            chunk = examples[start:start + 1000]
-            encoded = tokenizer([e["text"] for e in chunk], max_length=max_seq_len, truncation=True,
-                                return_overflowing_tokens=False)
-            for i, example in enumerate(chunk):
-                ids = encoded["input_ids"][i]
-                truncated += len(ids) == max_seq_len
-                feature = {"input_ids": ids, "token_type_ids": encoded["token_type_ids"][i]}
-                if example["label"] is not None:
-                    if self.multi_label:
-                        hot = np.zeros(len(labels), dtype="float32")
-                        hot[[index[v] for v in example["label"]]] = 1.0
-                        feature["labels"] = hot
-                    else:
-                        feature["labels"] = index[example["label"]]
-                features.append(feature)
-        if truncated:
-            note(f"note: {truncated} of {len(examples)} {split} texts reach max_seq_len={max_seq_len} "
-                       f"and are cut to it")
+        encoded = encode_texts(tokenizer, [e["text"] for e in examples], max_seq_len=max_seq_len, split=split)
+        features = []
+        for example, ids, types in zip(examples, encoded["input_ids"], encoded["token_type_ids"]):
+            feature = {"input_ids": ids, "token_type_ids": types}
+            if example["label"] is not None:
+                if self.multi_label:
+                    feature["labels"] = np.zeros(len(labels), dtype="float32")
+                    feature["labels"][[index[v] for v in example["label"]]] = 1.0
+                else:
+                    feature["labels"] = index[example["label"]]
+            features.append(feature)
         return features
-
-    def collate(self, features, pad_id):
-        batch = {"input_ids": pad([f["input_ids"] for f in features], pad_id),
-                 "token_type_ids": pad([f["token_type_ids"] for f in features], 0)}
-        if all("labels" in f for f in features):
-            dtype = "float32" if self.multi_label else "int64"
-            batch["labels"] = np.asarray([f["labels"] for f in features], dtype=dtype)
-        return batch
 
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):

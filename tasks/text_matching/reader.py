@@ -16,19 +16,17 @@ score (probability of the positive label, or similarity) is tuned on dev for
 the best F1 (:meth:`MatchingReader.fit`), saved with the model and reused
 for test and predict.
 """
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 import numpy as np
 
-from appzoo.data.reader import DatasetReader, pad
-from appzoo.data.tabular import columns, read_rows, table_options, wrong_type
+from appzoo.data.encoding import encode_texts
+from appzoo.data.reader import DatasetReader, label_counts
+from appzoo.data.tabular import Column, columns, read_rows, table_options, wrong_type
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
-from appzoo.progress import note, progress
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.triples import build_triples
-
-Column = Union[int, str, None]
 DEFAULT_THRESHOLD = 0.5  # used only when no threshold is configured and none was tuned on dev
 
 
@@ -135,12 +133,7 @@ class MatchingReader(DatasetReader):
                             f"{self.negative_label!r}, or set trainer.metric_for_best to another metric")
 
     def model_args(self, labels, train_examples):
-        counts = None
-        if train_examples:
-            positives = sum(e["label"] == self.positive_label for e in train_examples)
-            counts = [0, 0]
-            counts[labels.index(self.positive_label)] = positives
-            counts[1 - labels.index(self.positive_label)] = len(train_examples) - positives
+        counts = label_counts((e["label"] for e in train_examples), labels) if train_examples else None
         return {"num_labels": len(labels), "class_counts": counts}
 
     def texts(self, examples):
@@ -149,28 +142,18 @@ class MatchingReader(DatasetReader):
             yield example["text_b"]
 
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
-        index = {name: i for i, name in enumerate(labels)}
-        features, truncated = [], 0
-        for start in progress(range(0, len(examples), 1000), desc=f"tokenize {split}", unit="kex", leave=False):
-            chunk = examples[start:start + 1000]
-            encoded = tokenizer([e["text_a"] for e in chunk], text_pair=[e["text_b"] for e in chunk],
-                                max_length=max_seq_len, truncation=True, return_overflowing_tokens=False)
-            for i, example in enumerate(chunk):
-                ids = encoded["input_ids"][i]
-                truncated += len(ids) == max_seq_len
-                feature = {"input_ids": ids, "token_type_ids": encoded["token_type_ids"][i]}
-                if example["label"] is not None:
-                    feature["labels"] = index[example["label"]]
-                features.append(feature)
-        _note_truncated(truncated, len(examples), split, max_seq_len, "pairs")
-        return features
+        encoded = encode_texts(tokenizer, [e["text_a"] for e in examples], [e["text_b"] for e in examples],
+                               max_seq_len=max_seq_len, split=split, what="pairs")
+        features = [{"input_ids": ids, "token_type_ids": types}
+                    for ids, types in zip(encoded["input_ids"], encoded["token_type_ids"])]
+        return self._with_labels(features, examples, labels)
 
-    def collate(self, features, pad_id):
-        batch = {"input_ids": pad([f["input_ids"] for f in features], pad_id),
-                 "token_type_ids": pad([f["token_type_ids"] for f in features], 0)}
-        if all("labels" in f for f in features):
-            batch["labels"] = np.asarray([f["labels"] for f in features], dtype="int64")
-        return batch
+    def _with_labels(self, features, examples, labels):
+        """Add each labelled example's label index to its feature."""
+        for feature, example in zip(features, examples):
+            if example["label"] is not None:
+                feature["labels"] = labels.index(example["label"])
+        return features
 
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):
@@ -240,21 +223,9 @@ class SiameseMatchingReader(MatchingReader):
     LABELS_IN_BATCH = True  # the pointwise siamese model takes labels; the pairwise one trains on triples
 
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
-        index = {name: i for i, name in enumerate(labels)}
-        ids = _tokenize_unique(tokenizer, self.texts(examples), max_seq_len, split)
-        features = []
-        for example in examples:
-            feature = {"query_input_ids": ids[example["text_a"]], "title_input_ids": ids[example["text_b"]]}
-            if example["label"] is not None and self.LABELS_IN_BATCH:
-                feature["labels"] = index[example["label"]]
-            features.append(feature)
-        return features
-
-    def collate(self, features, pad_id):
-        batch = {key: pad([f[key] for f in features], pad_id) for key in ("query_input_ids", "title_input_ids")}
-        if all("labels" in f for f in features):
-            batch["labels"] = np.asarray([f["labels"] for f in features], dtype="int64")
-        return batch
+        ids = _encode_distinct(tokenizer, self.texts(examples), max_seq_len, split)
+        features = [{"query_input_ids": ids[e["text_a"]], "title_input_ids": ids[e["text_b"]]} for e in examples]
+        return self._with_labels(features, examples, labels) if self.LABELS_IN_BATCH else features
 
 
 @READERS.register("text_matching_pairwise")
@@ -352,7 +323,7 @@ class PairwiseMatchingReader(SiameseMatchingReader):
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
         if split != "train":
             return super().encode(examples, tokenizer, labels, max_seq_len, split)
-        ids = _tokenize_unique(tokenizer, self.texts(examples), max_seq_len, split)
+        ids = _encode_distinct(tokenizer, self.texts(examples), max_seq_len, split)
         features = []
         for item in examples:
             feature = {"query_input_ids": ids[item["query"]], "positive_input_ids": ids[item["positive"]]}
@@ -362,12 +333,9 @@ class PairwiseMatchingReader(SiameseMatchingReader):
         return features
 
     def collate(self, features, pad_id):
-        if "positive_input_ids" not in features[0]:
-            return super().collate(features, pad_id)
-        if self.negatives == "in_batch":
+        if self.negatives == "in_batch" and "positive_input_ids" in features[0]:
             features = _distinct(features)
-        keys = [k for k in ("query_input_ids", "positive_input_ids", "negative_input_ids") if k in features[0]]
-        return {key: pad([f[key] for f in features], pad_id) for key in keys}
+        return super().collate(features, pad_id)
 
 
 def _distinct(features):
@@ -383,23 +351,11 @@ def _distinct(features):
     return kept
 
 
-def _tokenize_unique(tokenizer, texts, max_seq_len, split):
-    """Token ids of each distinct text (texts repeat across pairs and triples)."""
+def _encode_distinct(tokenizer, texts, max_seq_len, split):
+    """``{text: token ids}`` of each distinct text (texts repeat across pairs and triples)."""
     unique = list(dict.fromkeys(texts))
-    ids, truncated = {}, 0
-    for start in progress(range(0, len(unique), 2000), desc=f"tokenize {split}", unit="2k texts", leave=False):
-        chunk = unique[start:start + 2000]
-        encoded = tokenizer(chunk, max_length=max_seq_len, truncation=True, return_overflowing_tokens=False)
-        for text, row in zip(chunk, encoded["input_ids"]):
-            ids[text] = row
-            truncated += len(row) == max_seq_len
-    _note_truncated(truncated, len(unique), split, max_seq_len, "distinct texts")
-    return ids
-
-
-def _note_truncated(truncated, total, split, max_seq_len, what):
-    if truncated:
-        note(f"note: {truncated} of {total} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
+    encoded = encode_texts(tokenizer, unique, max_seq_len=max_seq_len, split=split, what="distinct texts")
+    return dict(zip(unique, encoded["input_ids"]))
 
 
 def _row_problem(row, fields, texts, label_required=False):

@@ -1,0 +1,64 @@
+"""The one tokenizer call and the one padding collator every task's reader uses."""
+import numpy as np
+
+from appzoo.progress import note, progress
+
+#: what a padded label position holds: the ``ignore_index`` every loss skips
+IGNORE_INDEX = -100
+_CHUNK = 1000  # texts per tokenizer call: big enough to amortise its overhead, small enough for a progress bar
+
+
+def encode_texts(tokenizer, texts, texts_b=None, *, max_seq_len=None, split="", what="texts",
+                 special_tokens=True):
+    """Token ids of each text, or of each pair ``(texts[i], texts_b[i])`` as one
+    sequence ``[CLS] a [SEP] b [SEP]``: ``{"input_ids": [...], "token_type_ids": [...]}``,
+    one list per text.
+
+    With ``max_seq_len`` a sequence is cut to it, and a note says how many of
+    the ``split``'s ``what`` (texts, pairs, ...) reached it; without, nothing
+    is cut. ``special_tokens=False`` gives a text's word pieces alone.
+    """
+    texts = list(texts)
+    out = {"input_ids": [], "token_type_ids": []}
+    cut = dict(max_length=max_seq_len, truncation=True) if max_seq_len else {}
+    for start in progress(range(0, len(texts), _CHUNK), desc=f"tokenize {split}".strip(), unit="k texts",
+                          leave=False):
+        pair = {"text_pair": texts_b[start:start + _CHUNK]} if texts_b is not None else {}
+        encoded = tokenizer(texts[start:start + _CHUNK], **pair, **cut, add_special_tokens=special_tokens,
+                            return_overflowing_tokens=False)
+        out["input_ids"].extend(encoded["input_ids"])
+        out["token_type_ids"].extend(encoded["token_type_ids"])
+    truncated = sum(len(ids) == max_seq_len for ids in out["input_ids"]) if max_seq_len else 0
+    if truncated:
+        note(f"note: {truncated} of {len(texts)} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
+    return out
+
+
+def collate(features, pad_values):
+    """One batch of numpy arrays from a list of features (dicts).
+
+    Every key that all features have becomes one array: a list value (token
+    ids, positions, label sequences) is right-padded to the longest with
+    ``pad_values[key]`` (0 when not given) into ``[B, max_len]``; any other
+    value (a number, a tuple, an array) is stacked into ``[B, ...]``.
+    Integers become int64.
+    """
+    keys = [key for key in features[0] if all(key in f for f in features)]
+    batch = {}
+    for key in keys:
+        values = [f[key] for f in features]
+        if isinstance(values[0], list):
+            batch[key] = pad(values, pad_values.get(key, 0))
+        else:
+            array = np.asarray(values)
+            batch[key] = array.astype("int64") if np.issubdtype(array.dtype, np.integer) else array
+    return batch
+
+
+def pad(sequences, value, dtype="int64"):
+    """Right-pad a list of lists to a ``[len, max_len]`` array."""
+    width = max((len(s) for s in sequences), default=0)
+    out = np.full((len(sequences), width), value, dtype=dtype)
+    for i, seq in enumerate(sequences):
+        out[i, : len(seq)] = seq
+    return out
