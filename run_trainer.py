@@ -7,7 +7,7 @@
 import argparse
 import sys
 
-from appzoo.env import import_paddle_quietly  # sets CPU defaults: must come before paddle
+from appzoo.env import configure_cpu, import_paddle_quietly
 from appzoo.errors import ConfigError, UserError
 
 
@@ -34,6 +34,7 @@ def list_registered():
 
 def main(argv=None):
     args = parse_args(argv)
+    configure_cpu()  # process-wide CPU defaults: set here, by the command line, before paddle loads
     import_paddle_quietly()
     try:
         import appzoo.losses  # noqa: F401  (registers the losses)

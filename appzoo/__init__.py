@@ -1,5 +1,5 @@
-"""appzoo: config-driven ERNIE training for imbalanced NLP tasks."""
-from appzoo.env import configure_cpu
+"""appzoo: config-driven ERNIE training for imbalanced NLP tasks.
 
-# Must run before anything imports paddle (see appzoo/env.py).
-CPU_SETTINGS = configure_cpu()
+Importing it changes nothing in the process: the CPU defaults of
+:func:`appzoo.env.configure_cpu` are set by the command line (run_trainer.py).
+"""

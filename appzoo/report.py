@@ -69,7 +69,7 @@ def _plots(output_dir, metrics, history, labels):
     for split in ("dev", "test"):
         matrix = (metrics.get(split) or {}).get("confusion_matrix")
         if matrix and len(matrix) <= 40:
-            names = metrics[split].get("confusion_labels", labels)
+            names = labels
             size = max(4, 0.5 * len(names) + 2)
             fig, ax = plt.subplots(figsize=(size, size))
             ax.imshow(matrix, cmap="Blues")

@@ -4,7 +4,7 @@
 
 Runs the same few training steps of the ERNIE classifier in fresh processes:
 once with ``OMP_NUM_THREADS=1`` and no MKL switch (what paddle does by
-itself), once with what ``import appzoo`` sets (all cores, and
+itself), once with what run_trainer.py sets (all cores, and
 ``MKL_DEBUG_CPU_TYPE=5`` on AMD). Prints the median step time of each and
 their ratio, measured in one run.
 """
@@ -18,7 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = r"""
 import json, statistics, sys, time
 sys.path.insert(0, ROOT)
-import appzoo  # applies the defaults unless the environment already has values
+from appzoo.env import configure_cpu
+configure_cpu()  # as run_trainer.py does: the defaults, unless the environment already has values
 import paddle
 from appzoo.encoders import build_encoder, parse_encoder_spec
 from tasks.text_classification.model import ErnieFcClassification
@@ -55,7 +56,7 @@ def measure(env_overrides, config, batch, seq, steps):
 def main():
     config = os.path.join(ROOT, "configs", "ernie_mini.json")
     batch, seq, steps = 32, 128, 8
-    # an empty MKL_DEBUG_CPU_TYPE keeps `import appzoo` from setting it: MKL's own default path
+    # an empty MKL_DEBUG_CPU_TYPE keeps configure_cpu() from setting it: MKL's own default path
     paddle_default = measure({"OMP_NUM_THREADS": "1", "MKL_DEBUG_CPU_TYPE": ""}, config, batch, seq, steps)
     mkl_only = measure({"OMP_NUM_THREADS": "1"}, config, batch, seq, steps)
     appzoo_default = measure({}, config, batch, seq, steps)

@@ -247,14 +247,18 @@ def test_cli_unknown_mode(capsys):
     assert "--do 'train,evaluate': unknown mode 'evaluate' (accepted: train, eval, predict, export)" in capsys.readouterr().err
 
 
-def test_cpu_defaults_are_set_before_paddle_loads(monkeypatch):
+def test_cpu_defaults_are_set_by_the_command_line_alone():
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")}
-    code = "import appzoo, os, sys; print(os.environ['OMP_NUM_THREADS'], 'paddle' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(available_cores()), "False"]
+    library = "import appzoo.env, appzoo.config, os; print(os.environ.get('OMP_NUM_THREADS'))"
+    out = subprocess.run([sys.executable, "-c", library], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None"]  # importing the library leaves the process alone
+    cli = ("import os, sys, run_trainer; loaded = 'paddle' in sys.modules; run_trainer.main(['--list']); "
+           "print(os.environ['OMP_NUM_THREADS'], loaded)")
+    out = subprocess.run([sys.executable, "-c", cli], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-2:] == [str(available_cores()), "False"]
     env["OMP_NUM_THREADS"] = "3"  # the user's value wins
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split()[0] == "3"
+    out = subprocess.run([sys.executable, "-c", cli], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-2] == "3"
 
 
 # ---- errors that need the data or the run ----------------------------------------------

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-import appzoo  # noqa: F401  (CPU defaults before paddle)
 import paddle
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import entity_spans, sequence_labeling_metrics

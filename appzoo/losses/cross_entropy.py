@@ -87,7 +87,7 @@ class CrossEntropyLoss(ClassificationLoss):
                                self.ignore_index, self.from_logits)
 
 
-def _bce_targets(logits, labels, ignore_index):
+def bce_targets(logits, labels, ignore_index):
     """Per-element float targets and validity for the sigmoid losses.
 
     Accepts float targets shaped like the logits, int labels with one logit per
@@ -112,7 +112,10 @@ def _bce_targets(logits, labels, ignore_index):
     return targets, valid
 
 
-def _bce_elementwise(logits, targets, pos_weight=None):
+def bce_elementwise(logits, targets, pos_weight=None):
+    """Per-element sigmoid cross-entropy of ``logits`` against float
+    ``targets`` of the same shape (from :func:`bce_targets`); ``pos_weight``
+    weighs the positive term (a number or a ``[C]`` tensor)."""
     # -[pw y log sigmoid(x) + (1 - y) log sigmoid(-x)] rewritten with one softplus
     # (-log sigmoid(x) = softplus(-x) = softplus(x) - x), as torch does; ~2x fewer passes.
     if pos_weight is None:
@@ -136,11 +139,11 @@ def binary_cross_entropy_loss(logits, labels, *, pos_weight=None, ignore_index=-
         reduction: ``"mean"`` over valid elements, ``"sum"`` or ``"none"``.
     """
     check_reduction(reduction)
-    targets, valid = _bce_targets(logits, labels, ignore_index)
+    targets, valid = bce_targets(logits, labels, ignore_index)
     pw = pos_weight
     if isinstance(pw, (list, tuple)):
         pw = as_class_tensor(pw, logits, "pos_weight")
-    return reduce_loss(_bce_elementwise(logits, targets, pw), reduction, valid)
+    return reduce_loss(bce_elementwise(logits, targets, pw), reduction, valid)
 
 
 @LOSSES.register("bce")
@@ -158,8 +161,8 @@ class BinaryCrossEntropyLoss(ClassificationLoss):
         self.reduction = check_reduction(reduction)
 
     def elementwise(self, logits, labels):
-        targets, valid = _bce_targets(logits, labels, self.ignore_index)
+        targets, valid = bce_targets(logits, labels, self.ignore_index)
         pw = self.pos_weight
         if isinstance(pw, list):
             pw = as_class_tensor(pw, logits, "pos_weight")
-        return _bce_elementwise(logits, targets, pw), valid
+        return bce_elementwise(logits, targets, pw), valid

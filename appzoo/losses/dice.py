@@ -7,7 +7,7 @@ from appzoo.losses.base import (
     ClassificationLoss, check_choice, check_range, check_reduction, classification_targets,
     gather_last, reduce_loss, safe_pow,
 )
-from appzoo.losses.cross_entropy import _bce_targets
+from appzoo.losses.cross_entropy import bce_targets
 from appzoo.registry import LOSSES
 
 
@@ -46,7 +46,7 @@ def _dice_elementwise(logits, labels, alpha, smooth, square_denominator, mode, i
         if kind == "index":
             return _dice_softmax_index(logits, targets, alpha, smooth, square_denominator), valid
     if mode == "sigmoid":
-        targets, valid = _bce_targets(logits, labels, ignore_index)
+        targets, valid = bce_targets(logits, labels, ignore_index)
         probs = F.sigmoid(logits)
     else:
         valid = valid.all(axis=-1)

@@ -8,7 +8,7 @@ from appzoo.losses.base import (
     ClassificationLoss, LossParamError, as_class_tensor, check_choice, check_range,
     check_reduction, classification_targets, gold_log_prob, per_class_weights, reduce_loss, safe_pow,
 )
-from appzoo.losses.cross_entropy import _bce_elementwise, _bce_targets
+from appzoo.losses.cross_entropy import bce_elementwise, bce_targets
 from appzoo.registry import LOSSES
 
 SIGMOID_DEFAULT_ALPHA = 0.25  # torchvision / RetinaNet
@@ -29,8 +29,8 @@ def _check_focal(gamma, mode, normalizer, reduction):
 def _focal_elementwise(logits, labels, gamma, alpha, mode, ignore_index):
     """``(loss, valid, positive)`` before reduction; ``positive`` marks y == 1 (sigmoid)."""
     if mode == "sigmoid":
-        targets, valid = _bce_targets(logits, labels, ignore_index)
-        ce = _bce_elementwise(logits, targets)
+        targets, valid = bce_targets(logits, labels, ignore_index)
+        ce = bce_elementwise(logits, targets)
         # 1 - p_t = y (1 - p) + (1 - y) p, each factor from a sigmoid, so no cancellation.
         one_minus_pt = targets * F.sigmoid(-logits) + (1.0 - targets) * F.sigmoid(logits)
         loss = ce * safe_pow(one_minus_pt, gamma)

@@ -8,7 +8,7 @@ from appzoo.losses.base import (
     ClassificationLoss, LossParamError, check_choice, check_range, check_reduction, classification_targets,
     gold_log_prob, reduce_loss,
 )
-from appzoo.losses.cross_entropy import _bce_elementwise, _bce_targets
+from appzoo.losses.cross_entropy import bce_elementwise, bce_targets
 from appzoo.registry import LOSSES
 
 
@@ -23,8 +23,8 @@ def _check_ghm(bins, momentum, mode, reduction):
 def _ghm_base(logits, labels, mode, ignore_index):
     """``(base loss, gradient norm g = |p - y|, valid)`` per element."""
     if mode == "sigmoid":
-        targets, valid = _bce_targets(logits, labels, ignore_index)
-        loss = _bce_elementwise(logits, targets)
+        targets, valid = bce_targets(logits, labels, ignore_index)
+        loss = bce_elementwise(logits, targets)
         g = paddle.abs(F.sigmoid(logits.detach()) - targets)
         return loss, g, valid
     kind, targets, valid = classification_targets(logits, labels, ignore_index)

@@ -4,7 +4,7 @@ from typing import Literal
 import paddle
 
 from appzoo.losses.base import ClassificationLoss, check_reduction, classification_targets, reduce_loss
-from appzoo.losses.cross_entropy import _bce_targets
+from appzoo.losses.cross_entropy import bce_targets
 from appzoo.registry import LOSSES
 
 
@@ -40,7 +40,7 @@ def _mlce_elementwise(logits, labels, ignore_index):
     if kind == "index":
         # ignored rows computed as class 0 (finite), then dropped by the reduction
         return _mlce_index(logits, index), valid
-    targets, valid = _bce_targets(logits, labels, ignore_index)
+    targets, valid = bce_targets(logits, labels, ignore_index)
     positive = paddle.logical_and(valid, targets > 0.5)
     negative = paddle.logical_and(valid, targets <= 0.5)
     loss = _logsumexp_with_zero(logits, negative) + _logsumexp_with_zero(-logits, positive)

@@ -65,7 +65,6 @@ class OHEMLoss(ClassificationLoss):
         if isinstance(base, dict) and base.get("name") == "ohem":
             raise LossParamError("base.name", "must not be 'ohem' (nested ohem)")
         self.base = build_loss(base, f"{key_path}.base", class_counts=class_counts, family="classification")
-        self.base.reduction = "none"
         self.TARGET = self.base.TARGET
         self.ACTIVATION = self.base.ACTIVATION
         self.ratio, self.min_kept, self.reduction = ratio, min_kept, check_reduction(reduction)

@@ -8,8 +8,7 @@ the Resume and MSRA-BMES data.
 """
 import numpy as np
 
-PREFIXES = {"BIO": "BI", "IOB1": "BI", "BIOES": "BIES", "BMES": "BMES"}
-SCHEMES = tuple(PREFIXES)
+PREFIXES = {"BIO": "BI", "IOB1": "BI", "BIOES": "BIES", "BMES": "BMES"}  # the schemes of metrics.SCHEMES
 
 
 def split_tag(tag):
