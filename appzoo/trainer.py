@@ -84,18 +84,7 @@ class Trainer:
                             f"{self.world_size} data-parallel processes")
         total = cfg.max_steps if cfg.max_steps > 0 else per_epoch * cfg.epochs
         self._total = total
-        warmup = cfg.warmup_steps or cfg.warmup_proportion
-        from paddlenlp.transformers import LinearDecayWithWarmup
-
-        self.scheduler = LinearDecayWithWarmup(cfg.learning_rate, total, warmup)
-        no_decay = ("bias", "norm", "layer_norm", "LayerNorm")
-        decay = {p.name for n, p in self.model.named_parameters() if not any(k in n for k in no_decay)}
-        self.optimizer = paddle.optimizer.AdamW(
-            learning_rate=self.scheduler, parameters=self.model.parameters(),
-            weight_decay=cfg.weight_decay, epsilon=cfg.adam_epsilon,
-            apply_decay_param_fun=lambda name: name in decay,
-            grad_clip=paddle.nn.ClipGradByGlobalNorm(cfg.max_grad_norm) if cfg.max_grad_norm > 0 else None,
-        )
+        self.build_optimizer(total)
         if resume_from:
             self._resume(resume_from)
         if self.state.finished:  # nothing left to train; count an epoch that its last step ended
@@ -160,6 +149,22 @@ class Trainer:
         elif os.path.isdir(self.folder.best):  # a resumed run whose best predates this process
             self.model.set_state_dict(load_weights(os.path.join(self.folder.best, MODEL_FILE)))
             self.reader.load_state(read_best(self.folder.best).reader_state)
+
+    def build_optimizer(self, total):
+        """AdamW (no decay on biases and norms), global-norm clipping, linear
+        warmup then decay over ``total`` steps."""
+        cfg = self.config
+        from paddlenlp.transformers import LinearDecayWithWarmup
+
+        self.scheduler = LinearDecayWithWarmup(cfg.learning_rate, total, cfg.warmup_steps or cfg.warmup_proportion)
+        no_decay = ("bias", "norm", "layer_norm", "LayerNorm")
+        decay = {p.name for n, p in self.model.named_parameters() if not any(k in n for k in no_decay)}
+        self.optimizer = paddle.optimizer.AdamW(
+            learning_rate=self.scheduler, parameters=self.model.parameters(),
+            weight_decay=cfg.weight_decay, epsilon=cfg.adam_epsilon,
+            apply_decay_param_fun=lambda name: name in decay,
+            grad_clip=paddle.nn.ClipGradByGlobalNorm(cfg.max_grad_norm) if cfg.max_grad_norm > 0 else None,
+        )
 
     def _epoch_steps(self, features, epoch):
         """The steps of one epoch, each a list of micro-batches (of indices)."""
