@@ -3,8 +3,10 @@
     python run_trainer.py --param_path examples/cls_ernie_fc_with_focal.json
     python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --set trainer.epochs=1
     python run_trainer.py --list
+    python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --sweep model.loss.name=ce,focal --seeds 3
 """
 import argparse
+import shlex
 import sys
 
 from appzoo.env import configure_cpu, import_paddle_quietly
@@ -19,6 +21,11 @@ def parse_args(argv):
     parser.add_argument("--do", help="comma-separated modes: train,eval,predict,export "
                                      "(default: train, then eval on dev/test, then predict when a predict file is set)")
     parser.add_argument("--list", action="store_true", help="print the registered models, readers, losses and metrics")
+    parser.add_argument("--sweep", action="append", default=[], metavar="KEY.PATH=V1,V2",
+                        help="one axis of a sweep (repeatable: the grid of all axes); V1,V2 split on commas, or a "
+                             "JSON list; runs go to <output_dir>/sweep/<setting>/seed-<seed>/ (see appzoo/sweep.py)")
+    parser.add_argument("--seeds", type=int, metavar="N",
+                        help="run every sweep setting with trainer.seed + 0..N-1 (default 1)")
     args = parser.parse_args(argv)
     if not args.list and not args.param_path:
         parser.error("--param_path is required (or --list)")
@@ -57,6 +64,15 @@ def main(argv=None):
             bad = [m for m in do if m not in MODES]
             if bad:
                 raise UserError(f"--do {args.do!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")
+        if args.sweep or args.seeds is not None:
+            from appzoo.sweep import plan_sweep, run_sweep
+
+            command = shlex.join(["python", "run_trainer.py", *(sys.argv[1:] if argv is None else argv)])
+            seeds = 1 if args.seeds is None else args.seeds
+            sweep = plan_sweep(config, args.param_path, args.sweep, seeds, do=do, command=command)
+            run_sweep(sweep)
+            print(f"sweep results in {sweep.root}/sweep.md")
+            return 0
         plan = validate(config, args.param_path, do=do)
         metrics = run(plan)
     except UserError as e:

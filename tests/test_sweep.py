@@ -1,0 +1,166 @@
+"""Sweeps (appzoo/sweep.py): the grid, the results with their statistics,
+resuming, the verdict rule and one-line errors before anything runs."""
+import json
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+
+import run_trainer
+from appzoo import runner, sweep
+from appzoo.errors import Interrupted
+
+EXAMPLE = "examples/cls_ernie_fc_ch.json"
+
+
+def tiny(out, *more):
+    """Two steps per run; dev loss as the best-model metric, so seeds differ."""
+    return ["--param_path", EXAMPLE, "--do", "train,eval", "--set", f"trainer.output_dir={out}",
+            "--set", "trainer.max_steps=2", "--set", "trainer.eval_steps=0", "--set", "trainer.metric_for_best=loss",
+            "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false", *more]
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tmp_path):
+    out = tmp_path / "out"
+    code = run_trainer.main(tiny(out, "--sweep", 'model.loss=[{"name":"ce"},{"name":"focal","gamma":1}]',
+                                 "--seeds", "2"))
+    assert code == 0
+    root = out / "sweep"
+    assert {"sweep.json", "sweep.md", "sweep.png"} <= set(os.listdir(root))
+    summary = read(root / "sweep.json")
+    assert [s["setting"] for s in summary["settings"]] == ["loss=name-ce", "loss=name-focal_gamma-1"]
+    assert summary["seeds"] == [42, 43]
+    assert summary["primary_metric"] == "test.loss" and summary["greater_is_better"] is False
+    md = (root / "sweep.md").read_text(encoding="utf-8")
+    for row in summary["settings"]:
+        folders = [root / row["setting"] / f"seed-{seed}" for seed in (42, 43)]
+        per_run = [read(f / "metrics.json") for f in folders]
+        assert [read(f / "config.json")["trainer"]["seed"] for f in folders] == [42, 43]
+        assert row["n"] == 2
+        for key in summary["key_metrics"]:
+            split, name = key.split(".")
+            values = np.array([m[split][name] for m in per_run], dtype=np.float64)
+            np.testing.assert_allclose(row["metrics"][key]["mean"], values.mean(), rtol=1e-12)
+            np.testing.assert_allclose(row["metrics"][key]["std"], values.std(ddof=1), rtol=1e-9, atol=1e-15)
+        test_loss = np.array([m["test"]["loss"] for m in per_run])
+        assert row["metrics"]["test.loss"]["std"] > 0, "the seeds give different runs"
+        assert f"| {row['setting']} | 2 | " in md
+        assert f"{test_loss.mean():.4f} ± {test_loss.std(ddof=1):.4f}" in md
+        np.testing.assert_allclose(row["wall_time_s"]["mean"], np.mean([m["wall_time_s"] for m in per_run]))
+    assert summary["settings"][0]["verdict"] == "baseline"
+    assert summary["settings"][1]["verdict"] in ("better", "worse", "tie")
+    assert {"dev.loss", "test.loss", "test.macro_f1", "test.accuracy"} <= set(summary["key_metrics"])
+    assert "sample standard deviation (ddof=1)" in md
+    assert (root / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_one(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    real_run = runner.run
+    calls = []
+
+    def killed_after_the_checkpoint(plan):
+        calls.append((plan.trainer.output_dir, plan.trainer.resume))
+        if len(calls) == 2:  # the second run saved its checkpoint, then the process was stopped
+            real_run(plan)
+            os.remove(os.path.join(plan.trainer.output_dir, "metrics.json"))
+            raise Interrupted(signal.SIGINT, "SIGINT: stopped; a checkpoint was saved")
+        return real_run(plan)
+
+    monkeypatch.setattr(runner, "run", killed_after_the_checkpoint)
+    args = tiny(out, "--sweep", "model.loss.name=ce", "--seeds", "3")
+    assert run_trainer.main(args) == 130
+    first, second, third = (str(out / "sweep" / "loss.name=ce" / f"seed-{s}") for s in (42, 43, 44))
+    assert calls == [(first, False), (second, False)]
+    mtime = os.stat(os.path.join(first, "metrics.json")).st_mtime_ns
+    partial = read(out / "sweep" / "sweep.json")  # the results are kept up to date run by run
+    assert partial["runs_finished"] == 1 and partial["settings"][0]["n"] == 1
+    assert partial["settings"][0]["verdict"] == "baseline"
+
+    calls.clear()
+    monkeypatch.setattr(runner, "run", lambda plan: calls.append((plan.trainer.output_dir, plan.trainer.resume))
+                        or real_run(plan))
+    assert run_trainer.main(args) == 0
+    assert calls == [(second, True), (third, False)], "the finished run is skipped, the stopped one resumed"
+    assert os.stat(os.path.join(first, "metrics.json")).st_mtime_ns == mtime
+    summary = read(out / "sweep" / "sweep.json")
+    assert summary["runs_finished"] == 3 and summary["settings"][0]["n"] == 3
+
+    calls.clear()
+    assert run_trainer.main(args) == 0 and calls == [], "a finished sweep runs nothing"
+    # the same folders with other settings are not reused silently
+    assert run_trainer.main(args + ["--set", "model.dropout=0.3"]) == 2
+
+
+@pytest.mark.parametrize("baseline, values, greater, expected", [
+    ([0.50, 0.51, 0.52], [0.60, 0.61, 0.62], True, "better"),  # gap 0.10 > 2 * 0.01 on both sides
+    ([0.50, 0.51, 0.52], [0.60, 0.61, 0.62], False, "worse"),  # lower is better (a loss)
+    ([0.60, 0.61, 0.62], [0.50, 0.51, 0.52], True, "worse"),
+    ([0.50, 0.51, 0.52], [0.53, 0.54, 0.55], True, "better"),  # gap 0.03 > 0.02 and > 0.02
+    ([0.50, 0.51, 0.52], [0.52, 0.53, 0.54], True, "tie"),  # gap 0.02 is not > 2 std = 0.02
+    ([0.50, 0.50, 0.50], [0.53, 0.63, 0.73], True, "tie"),  # beyond the baseline's 0 std, not the other's 0.1
+    ([0.53, 0.63, 0.73], [0.50, 0.50, 0.50], True, "tie"),
+    ([0.50, 0.50], [0.50, 0.50], True, "tie"),
+    ([0.50, 0.50], [0.51, 0.51], True, "better"),  # both without spread: any gap counts
+    ([0.50], [0.90, 0.91], True, "tie (n=1)"),
+    ([0.50, 0.52], [0.90], True, "tie (n=1)"),
+    ([], [0.9, 0.91], True, "n/a"),
+])
+def test_verdict_rule(baseline, values, greater, expected):
+    assert sweep.verdict(baseline, values, greater) == expected
+
+
+def test_setting_names_are_readable_and_safe():
+    assert sweep.setting_name({"model.loss.name": "focal"}) == "loss.name=focal"
+    assert sweep.setting_name({"model.loss": {"name": "focal", "gamma": 1}}) == "loss=name-focal_gamma-1"
+    assert sweep.setting_name({"model.loss.name": "ce", "trainer.learning_rate": 0.001}) == \
+        "loss.name=ce__learning_rate=0.001"
+    assert sweep.setting_name({"model.loss.alpha": [0.25, 0.75]}) == "loss.alpha=0.25-0.75"
+    assert sweep.setting_name({"model.loss.alpha": "a/b c"}) == "loss.alpha=a_b_c"
+    long = sweep.setting_name({"model.loss.name": "x" * 200})
+    assert len(long) <= sweep.MAX_NAME
+    names = [s.name for s in sweep.grid([("model.loss.alpha", ["a/b", "a b"])])]
+    assert names == ["loss.alpha=a_b", "loss.alpha=a_b-2"]
+
+
+def test_values_split_on_commas_parse_as_json_or_come_from_a_json_list():
+    axes = sweep.parse_axes(["model.loss.name=ce, focal", "trainer.learning_rate=1e-3,0.01"])
+    assert axes == [("model.loss.name", ["ce", "focal"]), ("trainer.learning_rate", [0.001, 0.01])]
+    assert [s.overrides for s in sweep.grid(axes)][:2] == [
+        {"model.loss.name": "ce", "trainer.learning_rate": 0.001},
+        {"model.loss.name": "ce", "trainer.learning_rate": 0.01}]
+    assert sweep.parse_axes(['model.loss=[{"name":"focal","gamma":1},{"name":"dice"}]']) == [
+        ("model.loss", [{"name": "focal", "gamma": 1}, {"name": "dice"}])]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--sweep", "model.loss.name=ce,focall"],
+     r"sweep setting 'loss.name=focall': model\.loss\.name: 'focall' is not a registered loss; did you mean 'focal'"),
+    (["--sweep", "modle.loss.name=ce,focal"], r"--sweep 'modle.loss.name=ce,focal': modle: unknown section; "
+                                              r"did you mean 'model'"),
+    (["--sweep", "model.loss.name"], r"expected KEY\.PATH=V1,V2"),
+    (["--sweep", "model.loss.name=ce,,focal"], r"empty value"),
+    (["--sweep", "model.loss.name=[ce, focal]"], r"not a JSON list"),
+    (["--sweep", "model.loss.name=ce,ce"], r"the value \"ce\" is given twice"),
+    (["--sweep", "trainer.seed=1,2"], r"trainer\.seed is set by the sweep"),
+    (["--sweep", "model.loss=[]"], r"no values"),
+    (["--sweep", "model.loss.name=ce", "--sweep", "model.loss=[{\"name\":\"ce\"}]"], r"overlaps another"),
+    (["--sweep", "trainer.batch_size=8,-1"], r"sweep setting 'batch_size=-1': trainer\.batch_size: must be >= 1"),
+    (["--sweep", "model.dropout=0.1,2"], r"sweep setting 'dropout=2': model\.dropout"),
+    (["--seeds", "0"], r"--seeds: must be >= 1, got 0"),
+])
+def test_a_bad_sweep_is_one_line_before_any_run(flags, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "run", lambda plan: pytest.fail("no run may start"))
+    out = tmp_path / "out"
+    assert run_trainer.main(tiny(out, *flags)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: ")
+    assert re.search(message, err), err
+    assert not out.exists(), "nothing is written"
