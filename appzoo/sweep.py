@@ -339,7 +339,34 @@ def summarise(sweep):
             "greater_is_better": sweep.greater_is_better, "std": "sample standard deviation (ddof=1)",
             "verdict_rule": "better/worse than the baseline (the first setting) only when the gap between the "
                             "means exceeds 2 std of both settings; else tie (tie (n=1) when a setting has one run)",
-            "runs_finished": len(finished), "runs_planned": len(sweep.runs), "settings": rows}
+            "runs_finished": len(finished), "runs_planned": len(sweep.runs), "environment": environment(),
+            "settings": rows}
+
+
+def environment():
+    """Where the runs were made: CPU model, cores, GPU, package versions."""
+    import platform
+    from importlib import metadata
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    versions = {"python": platform.python_version()}
+    for package in ("paddlepaddle", "paddlepaddle-gpu", "paddlenlp"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    gpu = None
+    import paddle
+
+    if paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count():
+        gpu = paddle.device.cuda.get_device_name(0)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu, "cores": cores, "gpu": gpu, "versions": versions}
 
 
 def _values(row, key):

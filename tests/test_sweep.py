@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +12,9 @@ import pytest
 import run_trainer
 from appzoo import runner, sweep
 from appzoo.errors import Interrupted
+
+sys.path.insert(0, "benchmarks")
+import results_book  # noqa: E402
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 
@@ -27,12 +31,18 @@ def read(path):
         return json.load(f)
 
 
-def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """2 settings x 2 seeds on the sample data; the sweep/ folder."""
+    out = tmp_path_factory.mktemp("sweep") / "out"
     code = run_trainer.main(tiny(out, "--sweep", 'model.loss=[{"name":"ce"},{"name":"focal","gamma":1}]',
                                  "--seeds", "2"))
     assert code == 0
-    root = out / "sweep"
+    return out / "sweep"
+
+
+def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tiny_sweep):
+    root = tiny_sweep
     assert {"sweep.json", "sweep.md", "sweep.png"} <= set(os.listdir(root))
     summary = read(root / "sweep.json")
     assert [s["setting"] for s in summary["settings"]] == ["loss=name-ce", "loss=name-focal_gamma-1"]
@@ -164,3 +174,29 @@ def test_a_bad_sweep_is_one_line_before_any_run(flags, message, tmp_path, capsys
     assert "\n" not in err and err.startswith("error: ")
     assert re.search(message, err), err
     assert not out.exists(), "nothing is written"
+
+
+def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
+    out = tmp_path / "RESULTS.md"
+    assert results_book.main([str(tiny_sweep), "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    summary = read(tiny_sweep / "sweep.json")
+    assert f"- Command: `{summary['command']}`" in text and "--sweep" in summary["command"]
+    env = summary["environment"]
+    assert env["cores"] >= 1 and "paddlepaddle" in env["versions"] and "paddlenlp" in env["versions"]
+    assert f"{env['cpu']}, {env['cores']} cores" in text
+    assert f"paddlepaddle {env['versions']['paddlepaddle']}" in text and "python 3." in text
+    walls = [r["wall_time_s"] for row in summary["settings"] for r in row["runs"]]
+    assert f"- Wall time: {sum(walls):.0f} s for 4 runs" in text
+    assert "max_seq_len 64" in text and "2 training steps per run" in text
+    assert sweep.markdown(summary).split("| setting |", 1)[1] in text, "the sweep's own table, unchanged"
+    assert "\n\n\n" not in text
+
+    registry = tmp_path / "book.md"  # the registered tables: each names its commands and anchors
+    assert results_book.main(["--out", str(registry)]) == 0
+    text = registry.read_text(encoding="utf-8")
+    for table in results_book.TABLES:
+        assert f"## {table['title']}" in text and table["anchors"] in text
+        for s in table["sweeps"]:
+            assert s["command"] in text
+    assert "python benchmarks/get_data.py weibo" in text

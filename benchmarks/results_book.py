@@ -1,0 +1,167 @@
+"""Write benchmarks/RESULTS.md from sweep folders; never edit that file by hand.
+
+    python benchmarks/results_book.py                      # the tables of TABLES below
+    python benchmarks/results_book.py output/x/sweep ... --out /tmp/book.md   # any sweep folders
+
+Each table gives the commands that reproduce it, the machine and package
+versions the runs were made with (recorded in sweep.json by the sweep), the
+sizes used, the wall time, and the published anchors next to it. A table
+whose sweep has not been run says so and names its commands.
+"""
+import argparse
+import json
+import os
+import shlex
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from appzoo.sweep import markdown  # noqa: E402  (the sweep's own table, so the two never differ)
+
+DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
+SEEDS = "3"
+
+
+def _sweep(config, out, *axes):
+    command = ["python", "run_trainer.py", "--param_path", f"benchmarks/configs/{config}",
+               "--set", f"trainer.output_dir=output/bench/{out}"]
+    for axis in axes:
+        command += ["--sweep", axis]
+    return {"command": shlex.join(command + ["--seeds", SEEDS]), "folder": f"output/bench/{out}/sweep"}
+
+
+#: The tables of issue 12 (CPU, 3 seeds). Anchors are published numbers, for context only:
+#: other encoders, other hardware, often other splits.
+TABLES = [
+    {"title": "Weibo NER: tiny ERNIE from scratch", "data": "weibo", "metric": "entity micro-F1",
+     "anchors": "Lattice LSTM 58.79, FLAT 60.32, BERT-class encoders about 68–72 (test, entity micro-F1)",
+     "sweeps": [
+         _sweep("ner_weibo_fc_ce.json", "weibo_softmax",
+                'model.loss=[{"name":"ce"},{"name":"ce","class_weights":"balanced"},{"name":"focal","gamma":2.0},'
+                '{"name":"dice","alpha":1.0,"smooth":1.0},{"name":"ghm"}]'),
+         _sweep("ner_weibo_crf.json", "weibo_crf", 'model.loss=[null,{"name":"dice","alpha":1.0,"smooth":1.0}]'),
+     ]},
+    {"title": "CoNLL-2003: all-MiniLM-L6-v2, one epoch", "data": "conll2003", "metric": "entity micro-F1",
+     "anchors": "measured: HF + torch, the same model, 82.68 after 2 epochs; dslim/bert-base-NER 92.59",
+     "sweeps": [_sweep("ner_conll2003_minilm_fc.json", "conll2003", "model.loss.name=ce,focal,dice")]},
+    {"title": "MSRA NER: tiny ERNIE from scratch", "data": "msra", "metric": "entity micro-F1",
+     "anchors": "BERT 95.3, ERNIE 95.4, BERT-MRC + dice (Li et al. 2020) 96.72",
+     "sweeps": [_sweep("ner_msra_crf.json", "msra", "model.type=ErnieCrfSeqLabel,ErnieFcSeqLabel",
+                       'model.loss=[null,{"name":"dice","alpha":1.0,"smooth":1.0}]')]},
+    {"title": "AFQMC: tiny ERNIE from scratch", "data": "afqmc", "metric": "dev AUC, F1 and accuracy at the dev "
+                                                                      "threshold",
+     "anchors": "ERNIE 3.0-Nano dev accuracy 70.51",
+     "sweeps": [_sweep("mtch_afqmc_fc_pointwise.json", "afqmc_pointwise", "model.loss.name=ce,focal,dice"),
+                _sweep("mtch_afqmc_pairwise_circle.json", "afqmc_pairwise",
+                       'model.loss=[{"name":"circle","margin":0.25,"scale":32.0},{"name":"pairwise_hinge"},'
+                       '{"name":"infonce","temperature":0.05}]')]},
+    {"title": "MRPC: all-MiniLM-L6-v2, three epochs", "data": "mrpc", "metric": "F1",
+     "anchors": "measured: HF + torch, the same model, 83.24; BERT-large 88.0 → 88.92 with dice (Li et al. 2020)",
+     "sweeps": [_sweep("mtch_mrpc_minilm_fc_pointwise.json", "mrpc", "model.loss.name=ce,focal,dice")]},
+    {"title": "TNEWS: tiny ERNIE from scratch", "data": "tnews", "metric": "dev macro-F1 and accuracy",
+     "anchors": "ERNIE 3.0-Nano dev accuracy 54.57",
+     "sweeps": [_sweep("cls_tnews_fc.json", "tnews",
+                       'model.loss=[{"name":"ce"},{"name":"ce","class_weights":"balanced"},'
+                       '{"name":"focal","gamma":2.0},{"name":"ghm"}]')]},
+]
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def sizes(summary):
+    """What a run of the sweep used, from the first finished run's config.json and metrics.json."""
+    for row in summary["settings"]:
+        for run in row["runs"]:
+            config_path = os.path.join(run["folder"], "config.json")
+            if not os.path.exists(config_path):
+                continue
+            config = _read(config_path)
+            data, trainer = config.get("dataset_reader", {}), config.get("trainer", {})
+            encoder = config.get("model", {}).get("encoder")
+            steps = _read(os.path.join(run["folder"], "metrics.json")).get("train", {}).get("steps")
+            files = ", ".join(f"{split} `{data[split]}`" for split in ("train", "dev", "test") if data.get(split))
+            length = f"max_steps {trainer['max_steps']}" if trainer.get("max_steps", -1) > 0 \
+                else f"{trainer.get('epochs')} epoch(s)"
+            return (f"{files}; max_seq_len {data.get('max_seq_len')}; encoder `{json.dumps(encoder)}`; {length}, "
+                    f"batch size {trainer.get('batch_size')}, {steps} training steps per run")
+    return "no finished run"
+
+
+def environment_line(env):
+    if not env:
+        return "not recorded"
+    versions = ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items())
+    gpu = f", GPU {env['gpu']}" if env.get("gpu") else ", no GPU"
+    return f"{env.get('cpu')}, {env.get('cores')} cores{gpu}; {versions}"
+
+
+def sweep_section(folder, command=None):
+    """One sweep: how it was made and its table (markdown of appzoo.sweep)."""
+    path = os.path.join(folder, "sweep.json")
+    if not os.path.exists(path):
+        return [f"_Not run yet_ (no `{path}`): run `{command}`, then this script.", ""]
+    summary = _read(path)
+    walls = [run["wall_time_s"] for row in summary["settings"] for run in row["runs"]
+             if isinstance(run["wall_time_s"], (int, float))]
+    lines = [f"- Command: `{summary.get('command') or command}`",
+             f"- Machine: {environment_line(summary.get('environment'))}",
+             f"- Sizes: {sizes(summary)}",
+             f"- Wall time: {sum(walls):.0f} s for {len(walls)} runs ({sum(walls) / max(len(walls), 1):.0f} s per "
+             f"run); runs finished {summary['runs_finished']} of {summary['runs_planned']}",
+             f"- Sweep folder: `{folder}`", ""]
+    table = markdown(summary).splitlines()
+    lines += table[next(i for i, line in enumerate(table) if line.startswith("Seeds ")):]  # heading, command: above
+    return lines + [""]
+
+
+def book(tables):
+    lines = ["# Benchmark results", "",
+             "Generated by `python benchmarks/results_book.py` from the sweep folders named below; do not edit by "
+             "hand. Get the data first with `python benchmarks/get_data.py all` (or `--mirror DIR` offline). "
+             "Each cell is mean ± sample std (ddof=1) over seeds; a verdict says better or worse than the first "
+             "setting of its sweep only when the gap between the means exceeds 2 std of both settings.", ""]
+    for table in tables:
+        lines += [f"## {table['title']}", ""]
+        if table.get("metric"):
+            lines += [f"Metric: {table['metric']}. Published anchors, for context: {table.get('anchors') or '–'}.", ""]
+        if table.get("data"):
+            lines += ["```bash", f"python benchmarks/get_data.py {table['data']}",
+                      *[s["command"] for s in table["sweeps"]], "python benchmarks/results_book.py", "```", ""]
+        for sweep in table["sweeps"]:
+            lines += sweep_section(sweep["folder"], sweep.get("command"))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write(path, text):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="*", metavar="SWEEP_DIR",
+                        help="sweep folders (holding sweep.json); default: the tables registered in this script")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="the file to write (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.folders:
+        missing = [f for f in args.folders if not os.path.exists(os.path.join(f, "sweep.json"))]
+        if missing:
+            print(f"error: {missing[0]}: no sweep.json (give the sweep/ folder of a sweep)", file=sys.stderr)
+            return 2
+        tables = [{"title": _read(os.path.join(f, "sweep.json"))["param_path"], "sweeps": [{"folder": f}]}
+                  for f in args.folders]
+    else:
+        tables = TABLES
+    write(args.out, book(tables))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
