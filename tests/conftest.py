@@ -13,3 +13,41 @@ appzoo.env.import_paddle_quietly()
 import appzoo.losses  # noqa: E402,F401
 import appzoo.metrics  # noqa: E402,F401
 import tasks  # noqa: E402,F401
+
+
+# ---- helpers shared by the test files (import them: ``from conftest import read_jsonl``)
+import json  # noqa: E402
+
+
+def write(tmp_path, name, text, encoding="utf-8"):
+    """``text`` (str, in ``encoding``; or bytes) as the file ``tmp_path/name``; its path as a string."""
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode(encoding))
+    return str(path)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def cli(param_path, out, *args):
+    """``run_trainer.main`` on ``param_path`` with ``trainer.output_dir=out``: its exit code."""
+    import run_trainer
+
+    return run_trainer.main(["--param_path", param_path, "--set", f"trainer.output_dir={out}", *args])
+
+
+def tiny_ernie(vocab_size=30, seed=0):
+    """A one-layer ERNIE of width 16: a real encoder that builds in milliseconds."""
+    import paddle
+    from paddlenlp.transformers import ErnieConfig, ErnieModel
+
+    paddle.seed(seed)
+    return ErnieModel(ErnieConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=32, pad_token_id=0))

@@ -4,13 +4,8 @@ import pytest
 
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics import classification_metrics
+from conftest import write
 from tasks.text_classification.reader import ClassificationReader
-
-
-def write(tmp_path, name, text, encoding="utf-8"):
-    path = tmp_path / name
-    path.write_bytes(text.encode(encoding))
-    return str(path)
 
 
 def texts_labels(examples):

@@ -6,7 +6,7 @@ import numpy as np
 import paddle
 import pytest
 
-import run_trainer
+from conftest import cli, read_jsonl
 from appzoo.trainer import Trainer
 
 EXAMPLE = "examples/cls_ernie_fc_with_focal.json"
@@ -15,12 +15,7 @@ FAST = ["--set", "trainer.max_steps=6", "--set", "trainer.eval_steps=3", "--set"
 
 
 def run(out, *extra):
-    return run_trainer.main(["--param_path", EXAMPLE, "--set", f"trainer.output_dir={out}", *FAST, *extra])
-
-
-def read_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    return cli(EXAMPLE, out, *FAST, *extra)
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,11 @@ import pytest
 
 import paddle
 from appzoo.errors import ConfigError, DataError
+from conftest import write
 from appzoo.metrics.sequence_labeling import entity_spans, sequence_labeling_metrics
 from tasks.sequence_labeling.crf import FORBIDDEN, LinearChainCrf
 from tasks.sequence_labeling.reader import SequenceLabelingReader, join_tokens, windows
 from tasks.sequence_labeling.schemes import detect_scheme, invalid_position, transition_masks
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 # ---------------------------------------------------------------- readers

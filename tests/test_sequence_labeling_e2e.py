@@ -5,13 +5,13 @@ import os
 import pytest
 
 import run_trainer
+from conftest import read_jsonl
 
 FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
 
 
 def _rows(folder):
-    with open(os.path.join(folder, "predictions.jsonl"), encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    return read_jsonl(os.path.join(folder, "predictions.jsonl"))
 
 
 def _predict_tokens():

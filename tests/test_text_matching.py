@@ -8,6 +8,7 @@ import pytest
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold, matching_metrics
 from appzoo.registry import MODELS, READERS
+from conftest import tiny_ernie
 from tasks.text_matching.triples import build_triples
 
 
@@ -200,11 +201,7 @@ def test_threshold_is_tuned_on_dev_saved_and_reused():
 
 @pytest.fixture(scope="module")
 def encoder():
-    from paddlenlp.transformers import ErnieConfig, ErnieModel
-
-    paddle.seed(0)
-    return ErnieModel(ErnieConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                  intermediate_size=32, max_position_embeddings=32, pad_token_id=0))
+    return tiny_ernie()
 
 
 def ids(rows, cols=6, seed=0):

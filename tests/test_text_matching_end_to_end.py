@@ -1,10 +1,10 @@
 """Few-step CPU runs of the matching examples: train, eval, predict, reload, export."""
-import json
 import os
 
+import numpy as np
 import pytest
 
-import run_trainer
+from conftest import cli, read_json, read_jsonl
 
 FAST = ["--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.batch_size=16",
         "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -12,17 +12,7 @@ PAIRWISE = "examples/mtch_ernie_pairwise_simnet_with_circle_loss.json"
 
 
 def run(example, out, *extra):
-    return run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={out}", *FAST, *extra])
-
-
-def read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def read_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    return cli(example, out, *FAST, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +47,35 @@ def test_reloaded_model_predicts_with_the_saved_threshold(pairwise, tmp_path):
     assert [r["label"] for r in again] == [r["label"] for r in first]
 
 
-def test_pairwise_export_scores_pairs(pairwise):
+def test_pairwise_export_scores_pairs_as_the_dygraph_model_does(pairwise):
+    """The exported program, run by Paddle Inference on the predict pairs,
+    gives the scores the trained (dygraph) model wrote to predictions.jsonl."""
+    from paddle import inference
+
+    from appzoo.encoders import load_encoder
+    from appzoo.registry import READERS
+
     assert run(PAIRWISE, pairwise, "--do", "export") == 0
     folder = os.path.join(pairwise, "inference")
-    assert any(name.startswith("model.") for name in os.listdir(folder))
+    files = os.listdir(folder)
+    program = os.path.join(folder, "model.json" if "model.json" in files else "model.pdmodel")
+    config = inference.Config(program, os.path.join(folder, "model.pdiparams"))
+    config.disable_gpu()
+    predictor = inference.create_predictor(config)
+
+    _, tokenizer = load_encoder(os.path.join(pairwise, "best", "encoder"))
+    reader = READERS.get("text_matching_pairwise", "reader")()
+    examples = reader.read("data/match/predict.tsv", "predict")
+    batch = reader.collate(reader.encode(examples, tokenizer, ["0", "1"], 48, "predict"), tokenizer.pad_token_id)
+    assert predictor.get_input_names() == ["query_input_ids", "title_input_ids"]
+    for name in predictor.get_input_names():
+        predictor.get_input_handle(name).copy_from_cpu(batch[name])
+    predictor.run()
+    [scores] = [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
+
+    dygraph = [row["score"] for row in read_jsonl(os.path.join(pairwise, "predictions.jsonl"))]
+    assert len(dygraph) == len(examples) > 10
+    np.testing.assert_allclose(scores, dygraph, atol=2e-6)  # predictions.jsonl rounds to 6 decimals
 
 
 def test_pointwise_reports_at_threshold_and_argmax(tmp_path):

@@ -1,0 +1,200 @@
+"""The trainer on its own: a toy paddle model and a toy reader, no ERNIE, no CLI.
+
+Batches, best-model selection, early stopping and an exact resume, through
+appzoo.trainer.Trainer directly.
+"""
+import json
+import os
+
+import numpy as np
+import paddle
+import pytest
+
+from appzoo.data.reader import DatasetReader
+from appzoo.trainer import Trainer
+from appzoo.trainer_config import TrainerConfig
+
+
+class ToyConfig:
+    """Stands in for an encoder's config: what ``best/encoder/`` saves."""
+
+    architectures = None
+
+    def save_pretrained(self, folder):
+        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+            json.dump({"toy": True}, f)
+
+
+class ToyTokenizer:
+    pad_token_id = 0
+
+    def save_pretrained(self, folder):
+        with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("[PAD]\n")
+
+
+class ToyModel(paddle.nn.Layer):
+    """Logistic regression on the largest of a padded sequence of numbers. Its
+    ``forward`` takes ``x`` and ``labels``; the batch also carries ``ids``,
+    which the trainer must leave out."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = paddle.nn.Linear(1, 2)
+        self.encoder.config = ToyConfig()
+        self.seen = []  # the keyword names of each forward call
+
+    def forward(self, x, labels=None):
+        self.seen.append(sorted(k for k, v in (("x", x), ("labels", labels)) if v is not None))
+        logits = self.encoder(x.astype("float32").max(axis=1, keepdim=True))  # padding (0) never wins
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = paddle.nn.functional.cross_entropy(logits, labels)
+        return out
+
+    def decode(self, outputs, batch):
+        return {"probs": paddle.nn.functional.softmax(outputs["logits"], axis=-1)}
+
+
+class ToyReader(DatasetReader):
+    """Examples ``{"x": [numbers], "label": 0/1}``; its score is a scripted
+    sequence per evaluation (``scores``), to steer best selection and early stopping."""
+
+    default_metric = "score"
+
+    def __init__(self, scores=None):
+        super().__init__()
+        self.scores = list(scores or [])
+        self.evaluations = 0
+
+    def encode(self, examples, tokenizer, labels, max_seq_len, split):
+        return [{"x": e["x"], "ids": len(e["x"]), "labels": e["label"]} for e in examples]
+
+    def decode(self, examples, features, outputs, labels):
+        return [{"label": int(np.argmax(p))} for p in outputs["probs"]]
+
+    def evaluate(self, examples, predictions, labels):
+        accuracy = float(np.mean([p["label"] == e["label"] for e, p in zip(examples, predictions)]))
+        score = self.scores[self.evaluations] if self.evaluations < len(self.scores) else accuracy
+        self.evaluations += 1
+        return {"score": score, "accuracy": accuracy}
+
+
+def data(n=40, seed=0):
+    rng = np.random.RandomState(seed)
+    examples = []
+    for i in range(n):
+        label = i % 2
+        length = 1 + rng.randint(6)
+        examples.append({"x": (rng.rand(length) + 2 * label).round(3).tolist(), "label": label})
+    return examples
+
+
+def trainer(tmp_path, reader=None, **config):
+    os.makedirs(tmp_path, exist_ok=True)
+    paddle.seed(0)
+    settings = dict(output_dir=str(tmp_path), max_steps=8, batch_size=4, eval_steps=2, logging_steps=2,
+                    learning_rate=0.1, progress_bar=False, plots=False)
+    settings.update(config)
+    return Trainer(ToyModel(), reader or ToyReader(), ToyTokenizer(), ["0", "1"], TrainerConfig(**settings),
+                   str(tmp_path))
+
+
+def split(reader):
+    examples = data()
+    features = reader.encode(examples, None, None, None, "train")
+    return features, (examples[:12], features[:12])
+
+
+def test_batches_are_padded_and_the_model_gets_only_its_forward_keys(tmp_path):
+    t = trainer(tmp_path, max_steps=2, eval_steps=0)
+    features, dev = split(t.reader)
+    batch = t.reader.collate(features[:3], pad_id=0)
+    assert set(batch) == {"x", "ids", "labels"}
+    assert batch["x"].shape == (3, max(len(f["x"]) for f in features[:3]))
+    assert batch["labels"].dtype == np.int64
+    t.train(features, dev)
+    assert t.model.seen and all(keys == ["labels", "x"] for keys in t.model.seen)  # never "ids"
+
+
+def test_every_step_trains_on_a_batch_and_the_loss_goes_down(tmp_path):
+    t = trainer(tmp_path, max_steps=30, eval_steps=0, logging_steps=5)
+    features, dev = split(t.reader)
+    state = t.train(features, dev)
+    assert state.global_step == 30 and state.finished
+    losses = [row["loss"] for row in t.history if "loss" in row]
+    assert len(losses) >= 6 and losses[-1] < losses[0]
+    assert t.evaluate(*dev, split="dev")["accuracy"] == 1.0
+
+
+def test_the_best_evaluation_is_kept_and_restored(tmp_path):
+    reader = ToyReader(scores=[0.2, 0.9, 0.5, 0.4])  # evaluations at steps 2, 4, 6, 8
+    t = trainer(tmp_path, reader)
+    features, dev = split(reader)
+    state = t.train(features, dev)
+    assert (state.best_metric, state.best_step) == (0.9, 4)
+    with open(os.path.join(tmp_path, "best", "best.json"), encoding="utf-8") as f:
+        assert json.load(f)["step"] == 4
+    saved = paddle.load(os.path.join(tmp_path, "best", "model_state.pdparams"))
+    for name, value in t.model.state_dict().items():  # the model ends with the best weights
+        np.testing.assert_array_equal(value.numpy(), saved[name])
+
+
+def test_lower_is_better_for_a_loss_metric(tmp_path):
+    reader = ToyReader(scores=[0.5, 0.3, 0.4, 0.6])
+    t = trainer(tmp_path, reader, metric_for_best="score", greater_is_better=False)
+    features, dev = split(reader)
+    assert t.train(features, dev).best_step == 4
+
+
+def test_early_stopping_after_patience_evaluations_without_improvement(tmp_path):
+    reader = ToyReader(scores=[0.5, 0.6, 0.6, 0.1, 0.9, 0.9])
+    t = trainer(tmp_path, reader, max_steps=12, patience=2)
+    features, dev = split(reader)
+    state = t.train(features, dev)
+    assert state.should_stop and state.finished
+    assert state.global_step == 8 and reader.evaluations == 4  # 0.6 at step 4, then two evaluations no better
+    assert state.best_step == 4
+
+
+def test_resume_continues_exactly_where_the_run_stopped(tmp_path, monkeypatch):
+    straight = trainer(tmp_path / "straight", eval_steps=4)
+    features, dev = split(straight.reader)
+    straight.train(features, dev)
+
+    crashed = trainer(tmp_path / "resumed", eval_steps=4)
+    step = Trainer._train_step
+
+    def crash_after_step_5(self, batches):
+        if self.state.global_step == 5:
+            raise RuntimeError("killed")
+        return step(self, batches)
+
+    monkeypatch.setattr(Trainer, "_train_step", crash_after_step_5)
+    with pytest.raises(RuntimeError, match="killed"):
+        crashed.train(features, dev)
+    monkeypatch.setattr(Trainer, "_train_step", step)
+    checkpoint = crashed.folder.latest_checkpoint()
+    assert checkpoint.endswith("step-4")  # the last evaluation's checkpoint; step 5 is lost
+
+    resumed = trainer(tmp_path / "resumed", eval_steps=4)
+    state = resumed.train(features, dev, resume_from=checkpoint)
+    assert state.global_step == 8 and state.finished
+    for name, value in straight.model.state_dict().items():
+        np.testing.assert_allclose(resumed.model.state_dict()[name].numpy(), value.numpy(), rtol=1e-6)
+
+
+def test_predict_gives_one_prediction_per_example_in_order(tmp_path):
+    t = trainer(tmp_path, max_steps=30, eval_steps=0)
+    features, dev = split(t.reader)
+    t.train(features, dev)
+    examples = data(n=9, seed=1)
+    predictions, loss = t.predict(examples, t.reader.encode(examples, None, None, None, "test"))
+    assert [p["label"] for p in predictions] == [e["label"] for e in examples]
+    assert loss is not None and np.isfinite(loss)
+
+
+def test_fewer_examples_than_a_batch_still_train(tmp_path):
+    t = trainer(tmp_path, max_steps=1, eval_steps=0)
+    features, _ = split(t.reader)
+    assert t.train(features[:1], None).global_step == 1
