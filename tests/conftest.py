@@ -16,6 +16,7 @@ import tasks  # noqa: E402,F401
 
 
 # ---- helpers shared by the test files (import them: ``from conftest import read_jsonl``)
+import contextlib  # noqa: E402
 import json  # noqa: E402
 
 
@@ -51,3 +52,23 @@ def tiny_ernie(vocab_size=30, seed=0):
     paddle.seed(seed)
     return ErnieModel(ErnieConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                   intermediate_size=32, max_position_embeddings=32, pad_token_id=0))
+
+
+@contextlib.contextmanager
+def crash_after_step(monkeypatch, step):
+    """Within the block, the trainer raises RuntimeError("simulated crash")
+    instead of training step ``step + 1`` (a process killed after ``step`` steps)."""
+    from appzoo.trainer import Trainer
+
+    real = Trainer._train_step
+
+    def crash(self, batches):
+        if self.state.global_step == step:
+            raise RuntimeError("simulated crash")
+        return real(self, batches)
+
+    monkeypatch.setattr(Trainer, "_train_step", crash)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(Trainer, "_train_step", real)

@@ -6,8 +6,7 @@ import numpy as np
 import paddle
 import pytest
 
-from conftest import cli, read_jsonl
-from appzoo.trainer import Trainer
+from conftest import cli, crash_after_step, read_jsonl
 
 EXAMPLE = "examples/cls_ernie_fc_with_focal.json"
 FAST = ["--set", "trainer.max_steps=6", "--set", "trainer.eval_steps=3", "--set", "trainer.logging_steps=2",
@@ -108,17 +107,8 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(tmp_path, monkeypatch
     assert run(straight, *args) == 0
 
     crashed = str(tmp_path / "crashed")
-    real_step = Trainer._train_step
-
-    def crash_at_step_6(self, features):
-        if self.state.global_step == 5:
-            raise RuntimeError("simulated crash")
-        return real_step(self, features)
-
-    monkeypatch.setattr(Trainer, "_train_step", crash_at_step_6)
-    with pytest.raises(RuntimeError):
+    with crash_after_step(monkeypatch, 5), pytest.raises(RuntimeError, match="simulated crash"):
         run(crashed, *args)
-    monkeypatch.setattr(Trainer, "_train_step", real_step)
     assert sorted(os.listdir(os.path.join(crashed, "checkpoints"))) == ["step-4"]
     assert run(crashed, *args, "--set", "trainer.resume=true") == 0
 

@@ -13,6 +13,7 @@ import pytest
 from appzoo.data.reader import DatasetReader
 from appzoo.trainer import Trainer
 from appzoo.trainer_config import TrainerConfig
+from conftest import crash_after_step
 
 
 class ToyConfig:
@@ -163,17 +164,8 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path, monkeypatch):
     straight.train(features, dev)
 
     crashed = trainer(tmp_path / "resumed", eval_steps=4)
-    step = Trainer._train_step
-
-    def crash_after_step_5(self, batches):
-        if self.state.global_step == 5:
-            raise RuntimeError("killed")
-        return step(self, batches)
-
-    monkeypatch.setattr(Trainer, "_train_step", crash_after_step_5)
-    with pytest.raises(RuntimeError, match="killed"):
+    with crash_after_step(monkeypatch, 5), pytest.raises(RuntimeError, match="simulated crash"):
         crashed.train(features, dev)
-    monkeypatch.setattr(Trainer, "_train_step", step)
     checkpoint = crashed.folder.latest_checkpoint()
     assert checkpoint.endswith("step-4")  # the last evaluation's checkpoint; step 5 is lost
 
