@@ -64,6 +64,8 @@ class Trainer:
         self.metric, self.greater = metric, greater
         self.callbacks = [cb.JsonlLogger(os.path.join(output_dir, "train_log.jsonl")),
                           cb.BestCheckpoint(), cb.EarlyStopping(config.patience)]
+        if config.visualdl:
+            self.callbacks.append(cb.VisualDLLogger(os.path.join(output_dir, "vdl")))
         params = inspect.signature(model.forward).parameters.values()
         self._forward_keys = None if any(p.kind == p.VAR_KEYWORD for p in params) else {p.name for p in params}
         self._train_model = model
@@ -159,6 +161,8 @@ class Trainer:
         self.scheduler = LinearDecayWithWarmup(cfg.learning_rate, total, cfg.warmup_steps or cfg.warmup_proportion)
         no_decay = ("bias", "norm", "layer_norm", "LayerNorm")
         decay = {p.name for n, p in self.model.named_parameters() if not any(k in n for k in no_decay)}
+        if getattr(cfg, "amp", "off") == "fp16":
+            self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15)
         self.optimizer = paddle.optimizer.AdamW(
             learning_rate=self.scheduler, parameters=self.model.parameters(),
             weight_decay=cfg.weight_decay, epsilon=cfg.adam_epsilon,
@@ -208,19 +212,38 @@ class Trainer:
             batch = self._to_tensors(self.reader.collate(features, self.tokenizer.pad_token_id))
             sync = self.world_size == 1 or j == len(micro_batches) - 1
             with contextlib.nullcontext() if sync else self._train_model.no_sync():
-                loss = self._train_model(**self._inputs(batch))["loss"] / len(micro_batches)
-                loss.backward()
+                with self._autocast():
+                    loss = self._train_model(**self._inputs(batch))["loss"]
+                loss = loss.astype("float32") / len(micro_batches)
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
-        self._check_finite(total)
-        self.optimizer.step()
+        if self.scaler:  # fp16: an overflow in the scaled gradients only skips the step (and lowers the scale)
+            self.scaler.unscale_(self.optimizer)
+            self._check_finite(total, grads=False)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self._check_finite(total)
+            self.optimizer.step()
         self.scheduler.step()
         self.optimizer.clear_grad()
         return total
 
-    def _check_finite(self, loss):
+    scaler = None
+
+    def _autocast(self):
+        """``trainer.amp``: bf16 or fp16 autocast on a GPU (paddle's autocast has no
+        effect on CPU; the plan refuses amp there). Losses run in float32
+        (appzoo.losses.build_loss)."""
+        amp = getattr(self.config, "amp", "off")
+        if amp == "off":
+            return contextlib.nullcontext()
+        return paddle.amp.auto_cast(dtype="bfloat16" if amp == "bf16" else "float16", level="O1")
+
+    def _check_finite(self, loss, grads=True):
         """Stop before a non-finite loss or gradient reaches the weights: the
         last best/ and checkpoint stay as they were."""
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None] if grads else []
         norm = paddle.sqrt(paddle.add_n([paddle.sum(paddle.square(g.astype("float32"))) for g in grads])) \
             if grads else paddle.to_tensor(0.0)
         if bool(paddle.isfinite(loss) & paddle.isfinite(norm)):  # one host sync a step
@@ -321,14 +344,25 @@ class Trainer:
             return
         self.folder.save_checkpoint(
             self.state.global_step, model=self.model.state_dict(), optimizer=self._optimizer_state(),
-            scheduler=self.scheduler.state_dict(), state=dataclasses.asdict(self.state),
+            scheduler=self._scheduler_state(), state=dataclasses.asdict(self.state),
             reader_state=self.reader.state(), config=self.run_config, keep=self.config.keep_checkpoints)
+
+    def _scheduler_state(self):
+        """The schedule's state, with fp16's loss-scaler state (the scale and its counters)."""
+        state = dict(self.scheduler.state_dict())
+        if self.scaler:
+            state["grad_scaler"] = self.scaler.state_dict()
+        return state
 
     def _resume(self, folder):
         saved = self.folder.load_checkpoint(folder)
         self.model.set_state_dict(saved["model"])
         self._load_optimizer_state(saved["optimizer"])
-        self.scheduler.set_state_dict(saved["scheduler"])
+        scheduler = dict(saved["scheduler"])
+        scaler = scheduler.pop("grad_scaler", None)
+        self.scheduler.set_state_dict(scheduler)
+        if self.scaler and scaler:
+            self.scaler.load_state_dict(scaler)
         self.state = TrainerState(**saved["state"])
         self._saved_at = self.state.global_step
         self.reader.load_state(saved["reader_state"])

@@ -6,7 +6,7 @@ from appzoo.errors import ConfigError
 from appzoo.losses.base import FAMILIES, LossParamError
 from appzoo.registry import LOSSES
 
-_INJECTED = ("class_counts", "key_path")
+INJECTED = ("class_counts", "key_path")
 
 
 def losses_for(family):
@@ -49,11 +49,31 @@ def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
             raise ConfigError(f"{key_path}.name: {name!r} does not fit a {' or '.join(families)} model "
                               f"(losses that fit: {', '.join(fits)})")
     kwargs = {k: v for k, v in cfg.items() if k != "name"}
-    check_kwargs(cls, kwargs, key_path, injected=_INJECTED, label=name)
+    check_kwargs(cls, kwargs, key_path, injected=INJECTED, label=name)
     accepted = inspect.signature(cls.__init__).parameters
     injected = {"class_counts": class_counts, "key_path": key_path}
     kwargs.update({k: v for k, v in injected.items() if k in accepted})
     try:
-        return cls(**kwargs)
+        return in_float32(cls(**kwargs))
     except LossParamError as err:
         raise ConfigError(f"{key_path}.{err.param}: {err.reason}") from None
+
+
+def in_float32(loss):
+    """Make ``loss`` compute in float32 whatever autocast (``trainer.amp``)
+    made of its inputs: low-precision logits are cast up and autocast is off
+    inside the loss."""
+    import paddle
+
+    forward = loss.forward
+
+    def float32_forward(*args, **kwargs):
+        def up(value):
+            return value.astype("float32") if isinstance(value, paddle.Tensor) and value.dtype in (
+                paddle.float16, paddle.bfloat16) else value
+
+        with paddle.amp.auto_cast(enable=False):
+            return forward(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()})
+
+    loss.forward = float32_forward
+    return loss
