@@ -20,7 +20,7 @@ from appzoo.progress import note
 
 #: Trainer keys a resumed run may change: they do not alter what is trained.
 RESUME_MAY_CHANGE = ("output_dir", "do", "eval_batch_size", "logging_steps", "keep_checkpoints", "resume",
-                     "overwrite_output_dir", "num_threads", "progress_bar", "plots", "device")
+                     "overwrite_output_dir", "num_threads", "progress_bar", "plots", "device", "inference_engine")
 #: Data keys a resumed run may change (evaluation and prediction only).
 RESUME_MAY_CHANGE_DATA = ("test", "predict")
 
@@ -232,12 +232,14 @@ def _modes(plan, prepared, folder, resume_from, started):
         metrics["best"] = {"step": state.best_step if dev else state.global_step,
                            "metric": trainer.metric if dev else None, "value": state.best_metric}
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
+    predictor = _predictor_for(plan, p, trainer, folder)  # None: the dygraph model, through the trainer
     if "eval" in plan.do:  # every rank evaluates its share; the main process writes
         for split in ("dev", "test"):
             if split in p.splits:
-                metrics[split] = trainer.evaluate(p.splits[split], p.features[split], split=split)
+                metrics[split] = (predictor or trainer).evaluate(p.splits[split], p.features[split], split=split)
     if "predict" in plan.do:
-        predictions, _ = trainer.predict(p.splits["predict"], p.features["predict"])
+        predict = predictor.predict_features if predictor else trainer.predict
+        predictions, _ = predict(p.splits["predict"], p.features["predict"])
         if trainer.is_main:
             archive.write_jsonl(folder.path("predictions.jsonl"),
                                 p.reader.prediction_rows(p.splits["predict"], predictions, p.labels))
@@ -255,6 +257,29 @@ def _modes(plan, prepared, folder, resume_from, started):
 
 def _checkpoint_step(folder):
     return archive.read_json(os.path.join(folder, archive.STATE_FILE))["global_step"]
+
+
+def _predictor_for(plan, prepared, trainer, folder):
+    """The :class:`~appzoo.predictor.Predictor` that eval and predict run on
+    under ``trainer.inference_engine`` (None: dygraph, through the trainer).
+    Its graph is ``<output_dir>/inference/``, exported first when missing,
+    older than best/, or of another model (``trainer.init_from`` elsewhere)."""
+    cfg = plan.trainer
+    if cfg.inference_engine == "dygraph" or not {"eval", "predict"} & set(plan.do):
+        return None
+    if trainer.world_size > 1:
+        note(f"note: trainer.inference_engine: {cfg.inference_engine!r} is single-process; this data-parallel "
+             f"run evaluates and predicts on the dygraph model")
+        return None
+    from appzoo.predictor import Predictor, export_is_current
+
+    source = folder.best if "train" in plan.do else plan.init_from
+    target = folder.path("inference")
+    if os.path.realpath(source) != os.path.realpath(folder.best) or not export_is_current(target, source):
+        _export(trainer, folder)
+    return Predictor.from_parts(prepared.model, prepared.reader, prepared.tokenizer, prepared.labels,
+                                plan.data.max_seq_len, engine=cfg.inference_engine, inference_dir=target,
+                                batch_size=cfg.eval_batch_size, num_threads=cfg.num_threads)
 
 
 def _export(trainer, folder):

@@ -1,74 +1,84 @@
 """The ``trainer`` section of a param file."""
 import dataclasses
-import math
-from typing import List, Literal, Optional, Union
+from typing import Annotated, List, Literal, Optional, Union
 
+from appzoo.config import Key, check_fields
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export")
 
 
+def _not_blank(value, key_path):
+    if not value.strip():
+        raise ConfigError(f"{key_path}: must not be empty or blank, got {value!r}")
+
+
+def _engine_installed(value, key_path):
+    from appzoo.predictor import check_engine
+
+    check_engine(value, key_path)
+
+
 @dataclasses.dataclass
 class TrainerConfig:
-    """Every key of the ``trainer`` section, with its default (see README)."""
+    """Every key of the ``trainer`` section: its type, limits, default and help."""
 
-    output_dir: str = "output/run"
-    do: Optional[List[Literal["train", "eval", "predict", "export"]]] = None
-    epochs: int = 3
-    max_steps: int = -1
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    learning_rate: float = 5e-5
-    weight_decay: float = 0.01
-    warmup_proportion: float = 0.0
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0
-    adam_epsilon: float = 1e-8
-    seed: int = 42
-    logging_steps: int = 10
-    eval_steps: int = 0
-    metric_for_best: Optional[str] = None
-    greater_is_better: Optional[bool] = None
-    patience: int = 0
-    keep_checkpoints: int = 1
-    resume: Union[bool, str] = False
-    init_from: Optional[str] = None
-    overwrite_output_dir: bool = False
-    num_threads: Optional[int] = None
-    progress_bar: bool = True
-    plots: bool = True
-    device: Literal["auto", "cpu", "gpu"] = "auto"
+    output_dir: Annotated[str, Key("folder for the run's outputs: best/, checkpoints/, metrics.json, logs",
+                                   check=_not_blank)] = "output/run"
+    do: Annotated[Optional[List[Literal["train", "eval", "predict", "export"]]], Key(
+        "modes to run, in order (null: train, then eval on dev/test, then predict when a predict file is "
+        "set); --do overrides it")] = None
+    epochs: Annotated[int, Key("passes over the training data", ge=1)] = 3
+    max_steps: Annotated[int, Key("optimizer steps to train for; overrides epochs", ge=1,
+                                  also={-1: "use epochs"})] = -1
+    batch_size: Annotated[int, Key("training examples per step", ge=1)] = 32
+    eval_batch_size: Annotated[int, Key("examples per batch when evaluating and predicting", ge=1)] = 64
+    learning_rate: Annotated[float, Key("peak learning rate of AdamW (linear warmup, then linear decay)",
+                                        gt=0)] = 5e-5
+    weight_decay: Annotated[float, Key("AdamW weight decay (not on biases and LayerNorm)", ge=0)] = 0.01
+    warmup_proportion: Annotated[float, Key("share of the steps spent warming the learning rate up from 0; "
+                                            "give this or warmup_steps", ge=0, lt=1)] = 0.0
+    warmup_steps: Annotated[int, Key("steps spent warming the learning rate up from 0; give this or "
+                                     "warmup_proportion", ge=0)] = 0
+    max_grad_norm: Annotated[float, Key("clip the global gradient norm to this (0: no clipping)", ge=0)] = 1.0
+    adam_epsilon: Annotated[float, Key("AdamW epsilon", gt=0)] = 1e-8
+    seed: Annotated[int, Key("random seed of paddle, numpy and python (shuffling, dropout, init)", ge=0)] = 42
+    logging_steps: Annotated[int, Key("log loss and learning rate every this many steps", ge=1)] = 10
+    eval_steps: Annotated[int, Key("evaluate on dev every this many steps (0: at the end of each epoch)",
+                                   ge=0)] = 0
+    metric_for_best: Annotated[Optional[str], Key(
+        "dev metric that chooses best/ (null: the task's default, e.g. macro_f1)")] = None
+    greater_is_better: Annotated[Optional[bool], Key(
+        "whether a larger metric_for_best is better (null: false for loss, else true)")] = None
+    patience: Annotated[int, Key("stop after this many evaluations without improvement (0: never stop early)",
+                                 ge=0)] = 0
+    keep_checkpoints: Annotated[int, Key("checkpoints/step-N folders kept for resuming (the newest)", ge=1)] = 1
+    resume: Annotated[Union[bool, str], Key(
+        "continue training from the newest checkpoint in output_dir (true) or from this checkpoint folder")] = False
+    init_from: Annotated[Optional[str], Key(
+        "a best/ folder whose weights, encoder and labels the run starts from (also for eval/predict/export "
+        "without training; null: output_dir/best when not training)")] = None
+    overwrite_output_dir: Annotated[bool, Key("replace a run already in output_dir")] = False
+    num_threads: Annotated[Optional[int], Key("CPU threads for paddle (null: the process default)", ge=1)] = None
+    progress_bar: Annotated[bool, Key("show progress bars")] = True
+    plots: Annotated[bool, Key("draw the training curve and confusion matrices into plots/")] = True
+    visualdl: Annotated[bool, Key("log train loss, learning rate and dev metrics to output_dir/vdl/ for "
+                                  "VisualDL (needs the visualdl package)")] = False
+    device: Annotated[Literal["auto", "cpu", "gpu"], Key(
+        "where to train: auto picks the GPU when paddle is a CUDA build")] = "auto"
+    inference_engine: Annotated[Literal["dygraph", "paddle_inference", "onnxruntime"], Key(
+        "what eval and predict run on: the Paddle model, or the graph exported into output_dir/inference/ "
+        "on Paddle Inference (oneDNN on CPU) or on ONNX Runtime (optional: pip install onnxruntime)",
+        check=_engine_installed)] = "dygraph"
 
     def __post_init__(self):
-        def positive(name, minimum=1):
-            value = getattr(self, name)
-            if value < minimum:
-                raise ConfigError(f"trainer.{name}: must be >= {minimum}, got {value}")
+        check_fields(self, "trainer")  # also when built from Python, not only from a param file
+        self.check_keys_together()
 
-        # NaN passes every comparison below unnoticed (max_grad_norm=NaN turned clipping off)
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"trainer.{field.name}: must be a finite number, got {value}")
-        if not self.output_dir.strip():
-            raise ConfigError("trainer.output_dir: must not be empty (a folder for the run's outputs)")
-        for name in ("epochs", "batch_size", "eval_batch_size", "logging_steps", "keep_checkpoints"):
-            positive(name)
-        for name in ("eval_steps", "patience", "warmup_steps", "seed"):
-            positive(name, 0)
-        for name in ("learning_rate", "adam_epsilon"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"trainer.{name}: must be > 0, got {getattr(self, name)}")
-        for name in ("weight_decay", "max_grad_norm"):
-            positive(name, 0)
-        if not 0 <= self.warmup_proportion < 1:
-            raise ConfigError(f"trainer.warmup_proportion: must be in [0, 1), got {self.warmup_proportion}")
+    def check_keys_together(self):
+        """What no single key's annotation can say."""
         if self.warmup_proportion and self.warmup_steps:
             raise ConfigError(
                 f"trainer.warmup_steps: give warmup_steps or warmup_proportion, not both "
                 f"(got {self.warmup_steps} and {self.warmup_proportion})"
             )
-        if self.max_steps == 0 or self.max_steps < -1:
-            raise ConfigError(f"trainer.max_steps: must be -1 (use epochs) or >= 1, got {self.max_steps}")
-        if self.num_threads is not None:
-            positive("num_threads")

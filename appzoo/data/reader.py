@@ -10,11 +10,11 @@ import contextlib
 import os
 from collections import Counter
 from collections import Counter
-from collections import Counter
-from typing import Literal
+from typing import Annotated, Literal
 
 from appzoo.data.encoding import IGNORE_INDEX, collate
-from appzoo.data.tabular import TextFile, check_encoding, check_on_bad_line
+from appzoo.config import Key, check_args
+from appzoo.data.tabular import TextFile, check_encoding
 from appzoo.errors import ConfigError, DataError
 from appzoo.progress import note
 
@@ -25,7 +25,13 @@ class DatasetReader:
     #: name of the scalar metric the best checkpoint is chosen on by default
     default_metric = "macro_f1"
 
-    def __init__(self, encoding: str = "utf-8", on_bad_line: Literal["error", "skip"] = "error"):
+    @check_args("dataset_reader")
+    def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "
+                                                    "(a UTF-8 byte-order mark is dropped)",
+                                                    check=check_encoding)] = "utf-8",
+                 on_bad_line: Annotated[Literal["error", "skip"], Key(
+                     "a line that cannot be decoded or parsed is an error naming file:line (error), or is "
+                     "left out and counted in metrics.json (skip)")] = "error"):
         """Keys every reader takes (subclasses pass them on with ``**kwargs``).
 
         ``encoding``: of the data and label files, any Python codec name (a
@@ -34,8 +40,6 @@ class DatasetReader:
         type) is an error naming ``file:line`` ("error"), or is left out and
         counted in ``skipped`` (``{path: lines skipped}``) and in a note ("skip").
         """
-        check_encoding(encoding)
-        check_on_bad_line(on_bad_line)
         self.encoding = encoding
         self.on_bad_line = on_bad_line
         self.skipped = {}
@@ -56,6 +60,12 @@ class DatasetReader:
         """Return a list of examples (dicts); ``split`` is train/dev/test/predict.
 
         Predict files may come without labels."""
+        raise NotImplementedError
+
+    def read_inputs(self, inputs):
+        """Examples, as :meth:`read` gives them for a predict file, from
+        in-memory inputs (what :class:`appzoo.Predictor` takes); DataError
+        naming the input's index for one that does not fit."""
         raise NotImplementedError
 
     def build_labels(self, train_examples):

@@ -7,10 +7,11 @@ the first piece of each token carries its tag, and a sentence longer than
 back, each token taking the tag of the window where it has the most context.
 """
 import os
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 
+from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
 from appzoo.data.tabular import Column, clip, jsonl_rows
@@ -41,12 +42,27 @@ class SequenceLabelingReader(DatasetReader):
 
     default_metric = "micro_f1"
 
-    def __init__(self, format: Literal["conll", "line", "jsonl"] = "conll", token_column: Column = None,
-                 tag_column: Column = None, delimiter: Optional[str] = None,
-                 scheme: Literal["auto", "BIO", "IOB1", "BIOES", "BMES"] = "auto",
-                 label_file: Optional[str] = None, window_overlap: int = 16,
-                 invalid_gold: Literal["warn", "error"] = "warn", dev_from_train: float = 0.0,
-                 split_seed: int = 13, **kwargs):
+    @check_args("dataset_reader")
+    def __init__(self, format: Annotated[Literal["conll", "line", "jsonl"], Key(
+                     "conll: a token and its tag per line, a blank line between sentences; line: "
+                     "tokens<TAB>tags per line; jsonl: token and tag lists")] = "conll",
+                 token_column: Annotated[Column, Key("conll: column index of the token (null: 0); jsonl: "
+                                                     "field name (null: tokens)")] = None,
+                 tag_column: Annotated[Column, Key("conll: column index of the tag (null: 1); jsonl: field "
+                                                   "name (null: tags)")] = None,
+                 delimiter: Annotated[Optional[str], Key("conll: column separator (null: tab or whitespace)",
+                                                         nonempty=True)] = None,
+                 scheme: Annotated[Literal["auto", "BIO", "IOB1", "BIOES", "BMES"], Key(
+                     "tagging scheme (auto: detected from the training tags)")] = "auto",
+                 label_file: Annotated[Optional[str], Key("file with the tag set, one per line (null: the "
+                                                          "tags seen in training)")] = None,
+                 window_overlap: Annotated[int, Key("tokens shared by consecutive windows of a sentence longer "
+                                                    "than max_seq_len", ge=0)] = 16,
+                 invalid_gold: Annotated[Literal["warn", "error"], Key(
+                     "a gold tag sequence the scheme forbids (I- after O) is noted or an error")] = "warn",
+                 dev_from_train: Annotated[float, Key("share of train held out as dev when no dev file is "
+                                                      "given (0: none)", ge=0, lt=1)] = 0.0,
+                 split_seed: Annotated[int, Key("seed of the dev_from_train split", ge=0)] = 13, **kwargs):
         super().__init__(**kwargs)
         if format == "line" and (token_column is not None or tag_column is not None or delimiter is not None):
             key = "token_column" if token_column is not None else "tag_column" if tag_column is not None \
@@ -60,12 +76,6 @@ class SequenceLabelingReader(DatasetReader):
                 raise ConfigError(f"dataset_reader.{key}: format {format!r} needs {kind}, got {value!r}")
         if delimiter is not None and format != "conll":
             raise ConfigError(f"dataset_reader.delimiter: only used with format 'conll', got format {format!r}")
-        if delimiter == "":
-            raise ConfigError("dataset_reader.delimiter: must not be empty (null splits on tab or whitespace)")
-        if window_overlap < 0:
-            raise ConfigError(f"dataset_reader.window_overlap: must be >= 0, got {window_overlap}")
-        if not 0 <= dev_from_train < 1:
-            raise ConfigError(f"dataset_reader.dev_from_train: must be in [0, 1), got {dev_from_train}")
         if format == "conll" and token_column is not None and token_column == tag_column:
             raise ConfigError(f"dataset_reader.tag_column: the same column as token_column ({token_column})")
         self.format = format
@@ -187,6 +197,18 @@ class SequenceLabelingReader(DatasetReader):
                 source.bad(number, f"empty token at position {tokens.index('')}")
                 continue
             yield self._example(tokens, tags, path, number, split)
+
+    def read_inputs(self, inputs):
+        """A token list, or a text: split on whitespace when it has any
+        (``John lives in Paris``), else into characters (``我爱北京``)."""
+        examples = []
+        for i, value in enumerate(inputs):
+            tokens = (value.split() if any(c.isspace() for c in value.strip()) else list(value.strip())) \
+                if isinstance(value, str) else value
+            if not (isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, str) and t for t in tokens)):
+                raise DataError(f"input {i}: expected a text or a list of non-empty tokens, got {clip(value)}")
+            examples.append(self._example(list(tokens), None, "input", i, "predict"))
+        return examples
 
     def _example(self, tokens, tags, path, line, split, conll=False):
         where = f"{path}:{line}"

@@ -1,12 +1,16 @@
 """Reader for text classification: TSV / CSV / JSONL, multi-class or multi-label."""
 import os
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 
+from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
-from appzoo.data.tabular import Column, columns, read_rows, table_options, wrong_type
+from appzoo.data.tabular import (
+    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
+    wrong_type,
+)
 from appzoo.errors import ConfigError, DataError
 from appzoo.registry import METRICS, READERS, did_you_mean
 
@@ -23,14 +27,24 @@ class ClassificationReader(DatasetReader):
 
     default_metric = "macro_f1"
 
-    def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_column: Column = None,
-                 label_column: Column = None, delimiter: Optional[str] = None, header: int = 0,
-                 quoting: Optional[bool] = None, label_file: Optional[str] = None,
-                 multi_label: bool = False, label_separator: str = ",", threshold: float = 0.5, **kwargs):
+    @check_args("dataset_reader")
+    def __init__(self, format: Annotated[Literal["tsv", "csv", "jsonl"], Key(FORMAT_HELP)] = "tsv",
+                 text_column: Annotated[Column, Key("column index or header name (tsv/csv), field name (jsonl) "
+                                                    "of the text (null: 0 / text)")] = None,
+                 label_column: Annotated[Column, Key("column or field of the label (null: 1 / label)")] = None,
+                 delimiter: Annotated[Optional[str], Key(DELIMITER_HELP)] = None,
+                 header: Annotated[int, Key(HEADER_HELP, ge=0)] = 0,
+                 quoting: Annotated[Optional[bool], Key(QUOTING_HELP)] = None,
+                 label_file: Annotated[Optional[str], Key("file with the label set, one per line (null: the "
+                                                          "labels seen in training)")] = None,
+                 multi_label: Annotated[bool, Key("each row has a set of labels, each decoded by its sigmoid "
+                                                  "against threshold")] = False,
+                 label_separator: Annotated[str, Key("splits the label field into labels (multi_label; a JSON "
+                                                     "list in jsonl needs none)")] = ",",
+                 threshold: Annotated[float, Key("a label is predicted when its probability is above this "
+                                                 "(multi_label)", gt=0, lt=1)] = 0.5, **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
-        if not 0 < threshold < 1:
-            raise ConfigError(f"dataset_reader.threshold: must be in (0, 1), got {threshold}")
         self.fields = columns(format, text=(text_column, 0), label=(label_column, 1))
         self.label_file = label_file
         self.multi_label = multi_label
@@ -51,6 +65,14 @@ class ClassificationReader(DatasetReader):
                                  "source": f"{path}:{line}"})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
+        return examples
+
+    def read_inputs(self, inputs):
+        examples = []
+        for i, text in enumerate(inputs):
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"input {i}: expected a non-empty text (a string), got {clip(text)}")
+            examples.append({"text": text, "label": None, "source": f"input {i}"})
         return examples
 
     def _row_problem(self, row, split):

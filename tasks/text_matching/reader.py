@@ -16,17 +16,22 @@ score (probability of the positive label, or similarity) is tuned on dev for
 the best F1 (:meth:`MatchingReader.fit`), saved with the model and reused
 for test and predict.
 """
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 
+from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.data.reader import DatasetReader, label_counts
-from appzoo.data.tabular import Column, columns, read_rows, table_options, wrong_type
+from appzoo.data.tabular import (
+    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
+    wrong_type,
+)
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.triples import build_triples
+
 DEFAULT_THRESHOLD = 0.5  # used only when no threshold is configured and none was tuned on dev
 
 
@@ -43,10 +48,21 @@ class MatchingReader(DatasetReader):
 
     default_metric = "auc"
 
-    def __init__(self, format: Literal["tsv", "csv", "jsonl"] = "tsv", text_a_column: Column = None,
-                 text_b_column: Column = None, label_column: Column = None, delimiter: Optional[str] = None,
-                 header: int = 0, quoting: Optional[bool] = None, positive_label: str = "1",
-                 negative_label: str = "0", threshold: Optional[float] = None, **kwargs):
+    @check_args("dataset_reader")
+    def __init__(self, format: Annotated[Literal["tsv", "csv", "jsonl"], Key(FORMAT_HELP)] = "tsv",
+                 text_a_column: Annotated[Column, Key("column index or header name (tsv/csv), field name "
+                                                      "(jsonl) of the first text (null: 0 / text_a)")] = None,
+                 text_b_column: Annotated[Column, Key("column or field of the second text (null: 1 / "
+                                                      "text_b)")] = None,
+                 label_column: Annotated[Column, Key("column or field of the label (null: 2 / label)")] = None,
+                 delimiter: Annotated[Optional[str], Key(DELIMITER_HELP)] = None,
+                 header: Annotated[int, Key(HEADER_HELP, ge=0)] = 0,
+                 quoting: Annotated[Optional[bool], Key(QUOTING_HELP)] = None,
+                 positive_label: Annotated[str, Key("the label of a matching pair")] = "1",
+                 negative_label: Annotated[str, Key("the label of a pair that does not match")] = "0",
+                 threshold: Annotated[Optional[float], Key(
+                     "fixed decision threshold on the score (null: tuned on dev for the best F1)")] = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
         if positive_label == negative_label:
@@ -77,6 +93,15 @@ class MatchingReader(DatasetReader):
                                  "label": self._parse_label(row["label"], where), "source": where})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
+        return examples
+
+    def read_inputs(self, inputs):
+        examples = []
+        for i, pair in enumerate(inputs):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                    and all(isinstance(t, str) and t.strip() for t in pair)):
+                raise DataError(f"input {i}: expected a pair of non-empty texts (text_a, text_b), got {clip(pair)}")
+            examples.append({"text_a": pair[0], "text_b": pair[1], "label": None, "source": f"input {i}"})
         return examples
 
     def _parse_label(self, value, where):
@@ -248,15 +273,25 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     LABELS_IN_BATCH = False
 
-    def __init__(self, train_format: Literal["pairs", "triples"] = "pairs",
-                 negatives: Literal["labelled", "in_batch"] = "labelled",
-                 query_column: Column = None, positive_column: Column = None, negative_column: Column = None,
-                 max_triples_per_query: int = 10, random_negatives: int = 0, seed: int = 42, **kwargs):
+    @check_args("dataset_reader")
+    def __init__(self, train_format: Annotated[Literal["pairs", "triples"], Key(
+                     "the training file holds labelled pairs (as dev) or (query, positive, negative) "
+                     "triples")] = "pairs",
+                 negatives: Annotated[Literal["labelled", "in_batch"], Key(
+                     "train on triples (labelled) or on positive pairs whose batch mates are the negatives "
+                     "(in_batch)")] = "labelled",
+                 query_column: Annotated[Column, Key("triples: column or field of the query (null: 0 / "
+                                                     "query)")] = None,
+                 positive_column: Annotated[Column, Key("triples: column or field of the positive text "
+                                                        "(null: 1 / positive)")] = None,
+                 negative_column: Annotated[Column, Key("triples: column or field of the negative text "
+                                                        "(null: 2 / negative)")] = None,
+                 max_triples_per_query: Annotated[int, Key(
+                     "pairs: at most this many (positive, negative) triples drawn per query", ge=1)] = 10,
+                 random_negatives: Annotated[int, Key(
+                     "pairs: random texts added as negatives per positive pair", ge=0)] = 0,
+                 seed: Annotated[int, Key("seed of the triple sampling", ge=0)] = 42, **kwargs):
         super().__init__(**kwargs)  # the keys of text_matching
-        if max_triples_per_query < 1:
-            raise ConfigError(f"dataset_reader.max_triples_per_query: must be >= 1, got {max_triples_per_query}")
-        if random_negatives < 0:
-            raise ConfigError(f"dataset_reader.random_negatives: must be >= 0, got {random_negatives}")
         if random_negatives and (train_format == "triples" or negatives == "in_batch"):
             raise ConfigError("dataset_reader.random_negatives: only used when triples are built from labelled "
                               "pairs (train_format 'pairs' with negatives 'labelled')")
@@ -305,6 +340,12 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     def plan_model_args(self):
         return {"negatives": self.negatives}
+
+    @property
+    def batch_composition_matters(self):
+        """In-batch negatives: a length-sorted batch would hold easy negatives
+        (trainer.group_by_length is then off unless set)."""
+        return self.negatives == "in_batch"
 
     def model_args(self, labels, train_examples):
         return {"negatives": self.negatives}

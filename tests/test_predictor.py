@@ -1,0 +1,124 @@
+"""The Predictor API and trainer.inference_engine give what ``--do predict`` gives.
+
+One tiny run per model (2 steps, shared by the module); each engine then
+predicts the run's predict file, from raw inputs through ``Predictor`` and
+through ``--do predict --set trainer.inference_engine=...``. Labels, tags and
+entity spans must be identical, probabilities and scores within 1e-4.
+
+The onnxruntime cases skip where onnxruntime is not installed: it is an
+optional package, not in requirements.txt, so a CI that installs only that
+file skips them (``pip install onnxruntime`` runs them).
+"""
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+import run_trainer
+from appzoo import Predictor
+from appzoo.errors import ConfigError, DataError
+
+FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.batch_size=8", "--set", "trainer.progress_bar=false",
+        "--set", "trainer.plots=false"]
+EXAMPLES = {
+    "classification": "examples/cls_ernie_fc_ch.json",
+    "ner_crf": "examples/ner_ernie_crf_ch.json",
+    "ner_softmax": "examples/ner_ernie_fc_ch.json",
+    "matching_pointwise": "examples/mtch_ernie_fc_pointwise_ch.json",
+    "matching_siamese": "examples/mtch_ernie_siamese_infonce.json",
+}
+HAVE_ORT = importlib.util.find_spec("onnxruntime") is not None
+ENGINES = ["dygraph", "paddle_inference",
+           pytest.param("onnxruntime", marks=pytest.mark.skipif(
+               not HAVE_ORT, reason="onnxruntime is optional and not installed (pip install onnxruntime)"))]
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """task -> output folder of a 2-step run (train, eval, predict on dygraph)."""
+    root = tmp_path_factory.mktemp("predictor")
+    out = {}
+    for task, example in EXAMPLES.items():
+        out[task] = str(root / task)
+        assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={out[task]}", *FAST]) == 0
+    return out
+
+
+def raw_inputs(rows):
+    """What a user would pass: texts, token lists or (text_a, text_b) pairs."""
+    if "tokens" in rows[0]:
+        return [r["tokens"] for r in rows]
+    if "text_a" in rows[0]:
+        return [(r["text_a"], r["text_b"]) for r in rows]
+    return [r["text"] for r in rows]
+
+
+def assert_same_predictions(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        e = {k: v for k, v in e.items() if k != "gold"}
+        assert set(g) == set(e)
+        for key, value in e.items():
+            if key == "probs":
+                assert list(g[key]) == list(value)
+                np.testing.assert_allclose(list(g[key].values()), list(value.values()), atol=1e-4)
+            elif key == "score":
+                assert g[key] == pytest.approx(value, abs=1e-4)
+            else:  # label(s), tags, entity spans, the inputs
+                assert g[key] == value, key
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("task", list(EXAMPLES))
+def test_predictor_matches_do_predict(runs, task, engine):
+    expected = read_jsonl(os.path.join(runs[task], "predictions.jsonl"))
+    predictor = Predictor(os.path.join(runs[task], "best"), engine=engine, batch_size=16)
+    assert_same_predictions(predictor.predict(raw_inputs(expected)), expected)
+
+
+@pytest.mark.parametrize("engine", ENGINES[1:])
+@pytest.mark.parametrize("task", ["ner_crf", "matching_siamese"])
+def test_do_predict_and_eval_on_an_engine(runs, task, engine):
+    out = runs[task]
+    expected = read_jsonl(os.path.join(out, "predictions.jsonl"))
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        before = json.load(f)
+    assert run_trainer.main(["--param_path", EXAMPLES[task], "--set", f"trainer.output_dir={out}", *FAST,
+                             "--do", "eval,predict", "--set", f"trainer.inference_engine={engine}"]) == 0
+    assert_same_predictions(read_jsonl(os.path.join(out, "predictions.jsonl")), expected)
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        after = json.load(f)
+    for split in ("dev", "test"):
+        for key, value in before[split].items():
+            if isinstance(value, float) and key != "loss":  # the graphs take no labels: no loss
+                assert after[split][key] == pytest.approx(value, abs=1e-4), (split, key)
+
+
+def test_raw_texts_for_sequence_labeling(runs):
+    """A text without spaces is read as characters, one with spaces is split on them."""
+    predictor = Predictor(os.path.join(runs["ner_crf"], "best"))
+    chars, words = predictor.predict(["张三在北京", "John lives in Paris"])
+    assert chars["tokens"] == list("张三在北京") and words["tokens"] == ["John", "lives", "in", "Paris"]
+    assert len(chars["tags"]) == 5 and all("start" in e and "end" in e for e in chars["entities"])
+
+
+def test_bad_inputs_and_engines_are_one_line_errors(runs, monkeypatch):
+    from appzoo.trainer_config import TrainerConfig
+
+    best = os.path.join(runs["classification"], "best")
+    with pytest.raises(ConfigError, match=r"engine: 'paddle_infer' is not an inference engine; did you mean "
+                                          r"'paddle_inference'"):
+        Predictor(best, engine="paddle_infer")
+    with pytest.raises(DataError, match=r"input 1: expected a non-empty text \(a string\), got 3"):
+        Predictor(best).predict(["fine", 3])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"^trainer\.inference_engine: .* not installed \(pip install onnxruntime;"):
+        TrainerConfig(inference_engine="onnxruntime")
