@@ -26,9 +26,12 @@ def parse_args(argv):
                              "JSON list; runs go to <output_dir>/sweep/<setting>/seed-<seed>/ (see appzoo/sweep.py)")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="run every sweep setting with trainer.seed + 0..N-1 (default 1)")
+    parser.add_argument("--describe", metavar="TARGET",
+                        help="print the keys of trainer, dataset_reader, encoder, model.NAME, reader.NAME or "
+                             "loss.NAME: type, default, range and help (all: docs/params.md, as markdown)")
     args = parser.parse_args(argv)
-    if not args.list and not args.param_path:
-        parser.error("--param_path is required (or --list)")
+    if not args.list and not args.describe and not args.param_path:
+        parser.error("--param_path is required (or --list, --describe)")
     return args
 
 
@@ -50,6 +53,11 @@ def main(argv=None):
 
         if args.list:
             list_registered()
+            return 0
+        if args.describe:
+            from appzoo.describe import describe, markdown
+
+            print(markdown() if args.describe == "all" else describe(args.describe), end="")
             return 0
         from appzoo.config import apply_overrides, load_param_file
         from appzoo.plan import validate

@@ -57,3 +57,38 @@ class EarlyStopping(Callback):
     def on_evaluate(self, trainer, metrics):
         if self.patience and trainer.state.bad_evals >= self.patience:
             trainer.state.should_stop = True
+
+
+class VisualDLLogger(Callback):
+    """``trainer.visualdl``: writes the train loss, the learning rate and the
+    dev metrics of each log row to ``<output_dir>/vdl/`` for VisualDL
+    (``visualdl --logdir <output_dir>/vdl``), from the main process only."""
+
+    TESTED = "2.5.3"  # with paddlepaddle 3.3.1, numpy 1.26.4, protobuf 7.36.2
+    TAGS = {"loss": "train/loss", "lr": "train/learning_rate"}
+
+    def __init__(self, logdir):
+        self.logdir = logdir
+        self.writer = None
+
+    @classmethod
+    def check_installed(cls):
+        """Plan time: the optional package is there (found without importing it)."""
+        import importlib.util
+
+        if importlib.util.find_spec("visualdl") is None:
+            raise ConfigError(f"trainer.visualdl: true needs the visualdl package: "
+                              f"pip install visualdl=={cls.TESTED}")
+
+    def on_log(self, trainer, row):
+        if not trainer.is_main:
+            return
+        if self.writer is None:
+            from visualdl import LogWriter
+
+            self.writer = LogWriter(logdir=self.logdir)
+        for key, value in row.items():
+            tag = self.TAGS.get(key) or (f"dev/{key[4:]}" if key.startswith("dev_") else None)
+            if tag and isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.writer.add_scalar(tag=tag, value=float(value), step=row["step"])
+        self.writer.flush()  # a run can end (or be killed) at any log

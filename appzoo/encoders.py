@@ -33,9 +33,9 @@ import re
 import shutil
 import tempfile
 import zipfile
-from typing import Optional
+from typing import Annotated, Optional
 
-from appzoo.config import check_kwargs
+from appzoo.config import Key, check_args, check_kwargs
 from appzoo.errors import ConfigError, UserError
 from appzoo.registry import did_you_mean
 
@@ -47,10 +47,21 @@ CONVERT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "appzoo", "conve
 
 
 class EncoderSpec:
-    """The validated ``model.encoder`` section."""
+    """The validated ``model.encoder`` section (a string is read as ``pretrained``,
+    or as ``config`` when it ends in .json)."""
 
-    def __init__(self, pretrained: Optional[str] = None, config: Optional[str] = None,
-                 min_freq: int = 1, max_vocab_size: int = 30000, lowercase: bool = True):
+    @check_args("model.encoder")
+    def __init__(self, pretrained: Annotated[Optional[str], Key(
+                     "a PaddleNLP model name (ernie-3.0-medium-zh) or a local folder with config, "
+                     "vocabulary and weights (PaddleNLP or Hugging Face); give this or config")] = None,
+                 config: Annotated[Optional[str], Key(
+                     "an ERNIE config file for an encoder trained from scratch, with a vocabulary built from "
+                     "the training data (configs/); give this or pretrained")] = None,
+                 min_freq: Annotated[int, Key("from scratch: a token enters the vocabulary when seen this "
+                                              "often", ge=1)] = 1,
+                 max_vocab_size: Annotated[int, Key("from scratch: at most this many vocabulary entries, the "
+                                                    "special tokens included", gt=len(SPECIAL_TOKENS))] = 30000,
+                 lowercase: Annotated[bool, Key("from scratch: lowercase the text before splitting it")] = True):
         self.pretrained = pretrained
         self.config = config
         self.min_freq = min_freq
@@ -72,10 +83,6 @@ def parse_encoder_spec(value, key_path="model.encoder"):
         )
     if spec.config is not None and not os.path.isfile(spec.config):
         raise ConfigError(f"{key_path}.config: no such file {spec.config!r} (see configs/ for the shipped ones)")
-    if spec.min_freq < 1:
-        raise ConfigError(f"{key_path}.min_freq: must be >= 1, got {spec.min_freq}")
-    if spec.max_vocab_size < len(SPECIAL_TOKENS) + 1:
-        raise ConfigError(f"{key_path}.max_vocab_size: must be > {len(SPECIAL_TOKENS)}, got {spec.max_vocab_size}")
     if spec.config is not None:
         read_scratch_config(spec.config)
     return spec

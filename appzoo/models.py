@@ -1,5 +1,9 @@
 """Pieces every task's model shares: the encoder call and pooling."""
+from typing import Annotated, Literal, Optional
+
 import paddle
+
+from appzoo.config import Key
 
 
 def encode(encoder, input_ids, token_type_ids=None):
@@ -20,14 +24,13 @@ def pool(sequence, pooled, mask, mode):
     return (sequence * weights).sum(axis=1) / weights.sum(axis=1).clip(min=1.0)
 
 
-def dropout_layer(p):
-    """``paddle.nn.Dropout(p)`` for ``model.dropout``, checked also when a
-    model is built from Python rather than from a param file."""
-    from appzoo.errors import ConfigError
-
-    if not 0 <= p < 1:
-        raise ConfigError(f"model.dropout: must be in [0, 1), got {p}")
-    return paddle.nn.Dropout(p)
+# Keys several models share (see appzoo.config.Key); a model's constructor
+# carries @check_args("model"), so these hold when it is built from Python too.
+Dropout = Annotated[float, Key("dropout on the encoder states before the classifier", ge=0, lt=1)]
+LossSection = Annotated[Optional[dict], Key(
+    "the loss, {\"name\": ..., its keys} (null: the model's default; see --describe loss.NAME)")]
+Pooling = Annotated[Literal["cls", "mean"], Key(
+    "text vector: the encoder's pooled [CLS] (cls) or the mean of the token states (mean)")]
 
 
 def classification_loss(loss, class_counts=None, multi_label=False, head="this model"):

@@ -7,10 +7,11 @@ is complete.
 import dataclasses
 import json
 import os
-from typing import Optional
+from typing import Annotated, Optional
 
 from appzoo.archive import RunFolder, check_best
-from appzoo.config import SECTIONS, check_kwargs, non_finite
+from appzoo.callbacks import VisualDLLogger
+from appzoo.config import SECTIONS, Key, check_fields, check_kwargs, non_finite
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.registry import MODELS, READERS, did_you_mean
@@ -23,12 +24,15 @@ SPLITS = ("train", "dev", "test", "predict")
 class DatasetConfig:
     """The keys of ``dataset_reader`` that every task shares; the rest go to the reader."""
 
-    type: Optional[str] = None
-    train: Optional[str] = None
-    dev: Optional[str] = None
-    test: Optional[str] = None
-    predict: Optional[str] = None
-    max_seq_len: int = 128
+    type: Annotated[Optional[str], Key("the task's reader (null: the model's first reader)")] = None
+    train: Annotated[Optional[str], Key("training data file")] = None
+    dev: Annotated[Optional[str], Key("dev data file: evaluated during training; chooses best/")] = None
+    test: Annotated[Optional[str], Key("test data file: evaluated after training")] = None
+    predict: Annotated[Optional[str], Key("file to predict (labels optional): predictions.jsonl")] = None
+    max_seq_len: Annotated[int, Key("tokens per encoded sequence, [CLS] and [SEP] included", ge=8)] = 128
+
+    def __post_init__(self):
+        check_fields(self, "dataset_reader")
 
 
 @dataclasses.dataclass
@@ -68,6 +72,8 @@ def _validate(config, do):
         trainer_section["do"] = do
     check_kwargs(TrainerConfig, trainer_section, "trainer", label="trainer")
     trainer = TrainerConfig(**trainer_section)
+    if trainer.visualdl:
+        VisualDLLogger.check_installed()
 
     model_section = dict(config.get("model", {}))
     if "type" not in model_section:
@@ -85,8 +91,6 @@ def _validate(config, do):
     common = {k: data_section.pop(k) for k in list(data_section) if k in DatasetConfig.__dataclass_fields__}
     _check_reader_keys(common, reader_class, data_section)
     data = DatasetConfig(**common)
-    if data.max_seq_len < 8:
-        raise ConfigError(f"dataset_reader.max_seq_len: must be >= 8, got {data.max_seq_len}")
 
     modes = trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
                            if split is None or getattr(data, split)]
@@ -171,16 +175,8 @@ def _check_output_dir(path):
 
 
 def _check_reader_keys(common, reader_class, rest):
-    """Unknown keys of dataset_reader are checked against the shared keys and
-    the reader's own, so the message lists both."""
-    accepted = set(DatasetConfig.__dataclass_fields__)
-    try:
-        check_kwargs(reader_class, rest, "dataset_reader", label=common.get("type"))
-    except ConfigError as e:
-        message = str(e)
-        if "unknown key" in message and "(accepted: " in message:
-            head, tail = message.rsplit("(accepted: ", 1)
-            names = sorted(accepted | set(tail.rstrip(")").split(", ")))
-            raise ConfigError(f"{head}(accepted: {', '.join(names)})") from None
-        raise
+    """The reader checks its own keys and DatasetConfig the shared ones; an
+    unknown key's message lists both."""
+    shared = tuple(DatasetConfig.__dataclass_fields__)
+    check_kwargs(reader_class, rest, "dataset_reader", label=common.get("type"), also_accepted=shared)
     check_kwargs(DatasetConfig, common, "dataset_reader", label="dataset_reader")

@@ -95,7 +95,7 @@ def test_balanced_weights_validate_before_the_label_counts_are_known(tmp_path):
 
 def test_crf_loss_weight_range(tmp_path):
     config = load("examples/ner_ernie_crf_ch.json", tmp_path, "model.loss_weight=-1")
-    with pytest.raises(ConfigError, match=r"model\.loss_weight: must be in \[0, inf\), got -1"):
+    with pytest.raises(ConfigError, match=r"model\.loss_weight: must be >= 0, got -1"):
         validate(config)
 
 
@@ -264,9 +264,9 @@ def test_non_finite_outside_the_param_file_path():
         TrainerConfig(max_grad_norm=float("nan"))
     with pytest.raises(ConfigError, match=r"trainer\.learning_rate: must be a finite number, got nan"):
         check_kwargs(TrainerConfig, {"learning_rate": float("nan")}, "trainer")
-    from appzoo.losses import FocalLoss, LossParamError
+    from appzoo.losses import FocalLoss
 
-    with pytest.raises(LossParamError, match=r"gamma must be a finite number, got inf"):
+    with pytest.raises(ConfigError, match=r"^FocalLoss\.gamma: must be a finite number, got inf$"):
         FocalLoss(gamma=float("inf"))
 
 

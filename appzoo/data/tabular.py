@@ -129,11 +129,16 @@ class TextFile:
                         f'or set on_bad_line: "skip")')
 
 
+# Help texts of the file keys every tabular reader takes (see appzoo.config.Key).
+FORMAT_HELP = "file format: tab-separated, comma-separated (quoted fields), or one JSON object per line"
+DELIMITER_HELP = "field separator (null: tab for tsv, comma for csv)"
+HEADER_HELP = "lines to skip at the top of each file (a header row names the columns)"
+QUOTING_HELP = "fields may be quoted, as in CSV (null: true for csv, false for tsv)"
+
+
 def table_options(format, delimiter, header, quoting):
     """Check the file options shared by the tabular readers and return them as
     keyword arguments for :func:`read_rows`."""
-    if header < 0:
-        raise ConfigError(f"dataset_reader.header: must be >= 0 (lines to skip), got {header}")
     if delimiter is not None and len(delimiter) != 1 and (quoting or format == "csv"):
         raise ConfigError(f"dataset_reader.delimiter: quoted CSV needs a one-character delimiter, got {delimiter!r}")
     return {"format": format, "delimiter": delimiter, "header": header, "quoting": quoting}

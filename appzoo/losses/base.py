@@ -24,13 +24,28 @@ Every loss returns 0 (with finite, zero gradients) when nothing in the batch
 is valid: all positions ignored, an empty batch, no negatives.
 """
 import math
+from typing import Annotated, Literal
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Key
+
 FAMILIES = ("classification", "pair", "embedding")
 REDUCTIONS = ("mean", "sum", "none")
+
+# Keys many losses share. A loss's constructor carries @check_args(), which
+# checks its arguments against these annotations when it is built from Python;
+# build_loss checks a param file's section against them first (with its key path).
+Reduction = Annotated[Literal["mean", "sum", "none"], Key(
+    "mean over the valid elements, their sum, or none (one loss per element)")]
+IgnoreIndex = Annotated[int, Key("label value that marks a position (or a multi-hot entry) to leave out")]
+Mode = Annotated[Literal["softmax", "sigmoid"], Key(
+    "softmax over the classes (single-label), or a sigmoid per class (multi-label)")]
+Margin = Annotated[float, Key("margin between the positive and the negative scores", ge=0)]
+Normalize = Annotated[bool, Key("L2-normalise the embeddings first (cosine similarities)")]
+Weight = Annotated[float, Key(ge=0)]  # one entry of a per-class weight list
 
 
 class LossParamError(ValueError):

@@ -1,10 +1,13 @@
 """Circle loss, pair form (Sun et al. 2020)."""
-from typing import Literal
+from typing import Annotated
 
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.losses.base import PairLoss, check_range, check_reduction, pair_inputs, reduce_loss, zero_loss
+from appzoo.config import Key, check_args
+from appzoo.losses.base import (
+    PairLoss, Reduction, check_range, check_reduction, pair_inputs, reduce_loss, zero_loss,
+)
 from appzoo.registry import LOSSES
 
 
@@ -48,12 +51,13 @@ def circle_loss(pos_scores, neg_scores, *, margin=0.25, scale=64.0, reduction="m
 class CircleLoss(PairLoss):
     """See circle_loss."""
 
-    def __init__(self, margin: float = 0.25, scale: float = 64.0,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, margin: Annotated[float, Key("relaxation m: positives are pushed above 1 - m, "
+                                                    "negatives below m", ge=0)] = 0.25,
+                 scale: Annotated[float, Key("scale gamma of the scores", gt=0)] = 64.0,
+                 reduction: Reduction = "mean"):
         super().__init__()
-        self.margin = check_range("margin", margin, 0.0)
-        self.scale = check_range("scale", scale, 0.0, low_open=True)
-        self.reduction = check_reduction(reduction)
+        self.margin, self.scale, self.reduction = margin, scale, reduction
 
     def forward(self, pos_scores, neg_scores):
         return circle_loss(pos_scores, neg_scores, margin=self.margin, scale=self.scale,

@@ -1,12 +1,13 @@
 """Softmax cross-entropy (``ce``) and sigmoid binary cross-entropy (``bce``)."""
-from typing import List, Literal, Optional, Sequence, Union
+from typing import Annotated, List, Literal, Optional, Sequence, Union
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    ClassificationLoss, as_class_tensor, check_range, check_reduction, classification_targets,
-    gather_last, gold_log_prob, log_probs, per_class_weights, reduce_loss,
+    ClassificationLoss, IgnoreIndex, Reduction, Weight, as_class_tensor, check_range, check_reduction,
+    classification_targets, gather_last, gold_log_prob, log_probs, per_class_weights, reduce_loss,
 )
 from appzoo.registry import LOSSES
 
@@ -67,13 +68,18 @@ class CrossEntropyLoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = "softmax"
 
-    def __init__(self, class_weights: Union[List[float], Literal["balanced"], None] = None,
-                 label_smoothing: float = 0.0, ignore_index: int = -100, from_logits: bool = True,
-                 reduction: Literal["mean", "sum", "none"] = "mean",
+    @check_args()
+    def __init__(self, class_weights: Annotated[Union[List[Weight], Literal["balanced"], None], Key(
+                     "per-class weights: a list (one per class) or 'balanced' (n / (classes * count) from the "
+                     "training labels); null: all 1")] = None,
+                 label_smoothing: Annotated[float, Key("mix this much of the uniform distribution into the "
+                                                       "target", ge=0, lt=1)] = 0.0,
+                 ignore_index: IgnoreIndex = -100,
+                 from_logits: Annotated[bool, Key("the inputs are logits (true) or probabilities")] = True,
+                 reduction: Reduction = "mean",
                  class_counts: Optional[Sequence[int]] = None):
         super().__init__()
-        check_range("label_smoothing", label_smoothing, 0.0, 1.0, high_open=True)
-        self.reduction = check_reduction(reduction)
+        self.reduction = reduction
         weights = per_class_weights("class_weights", class_weights, class_counts)
         if isinstance(weights, float):
             weights = None if weights == 1.0 else weights
@@ -153,12 +159,14 @@ class BinaryCrossEntropyLoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = "sigmoid"
 
-    def __init__(self, pos_weight: Union[float, List[float], None] = None, ignore_index: int = -100,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, pos_weight: Annotated[Union[Weight, List[Weight], None], Key(
+                     "weight of the positive targets: one number, or one per class (null: 1)")] = None,
+                 ignore_index: IgnoreIndex = -100, reduction: Reduction = "mean"):
         super().__init__()
         self.pos_weight = per_class_weights("pos_weight", pos_weight, None)
         self.ignore_index = ignore_index
-        self.reduction = check_reduction(reduction)
+        self.reduction = reduction
 
     def elementwise(self, logits, labels):
         targets, valid = bce_targets(logits, labels, self.ignore_index)

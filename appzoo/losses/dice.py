@@ -1,10 +1,11 @@
 """Self-adjusting dice loss (Li et al. 2020) and plain soft dice."""
-from typing import Literal
+from typing import Annotated
 
 import paddle.nn.functional as F
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    ClassificationLoss, check_choice, check_range, check_reduction, classification_targets,
+    ClassificationLoss, IgnoreIndex, Mode, Reduction, check_choice, check_range, check_reduction, classification_targets,
     gather_last, reduce_loss, safe_pow,
 )
 from appzoo.losses.cross_entropy import bce_targets
@@ -94,11 +95,13 @@ class DiceLoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
 
-    def __init__(self, alpha: float = 1.0, smooth: float = 1.0, square_denominator: bool = True,
-                 mode: Literal["softmax", "sigmoid"] = "softmax", ignore_index: int = -100,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, alpha: Annotated[float, Key("self-adjusting exponent: weights (1 - p)^alpha p "
+                                                   "(0: plain soft dice)", ge=0)] = 1.0,
+                 smooth: Annotated[float, Key("added to numerator and denominator", gt=0)] = 1.0,
+                 square_denominator: Annotated[bool, Key("p^2 + y^2 in the denominator (else p + y)")] = True,
+                 mode: Mode = "softmax", ignore_index: IgnoreIndex = -100, reduction: Reduction = "mean"):
         super().__init__()
-        _check_dice(alpha, smooth, mode, reduction)
         self.alpha, self.smooth, self.square_denominator = alpha, smooth, square_denominator
         self.mode, self.ignore_index, self.reduction = mode, ignore_index, reduction
         self.ACTIVATION = mode

@@ -1,11 +1,12 @@
 """Focal loss (Lin et al. 2017), softmax and sigmoid forms."""
-from typing import List, Literal, Optional, Sequence, Union
+from typing import Annotated, List, Literal, Optional, Sequence, Union
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    ClassificationLoss, LossParamError, as_class_tensor, check_choice, check_range,
+    ClassificationLoss, IgnoreIndex, LossParamError, Mode, Reduction, as_class_tensor, check_choice, check_range,
     check_reduction, classification_targets, gold_log_prob, per_class_weights, reduce_loss, safe_pow,
 )
 from appzoo.losses.cross_entropy import bce_elementwise, bce_targets
@@ -19,6 +20,11 @@ def _check_focal(gamma, mode, normalizer, reduction):
     check_choice("mode", mode, ("softmax", "sigmoid"))
     check_choice("normalizer", normalizer, ("mean", "sum", "num_positive"))
     check_reduction(reduction)
+    _check_normalizer(mode, normalizer, reduction)
+
+
+def _check_normalizer(mode, normalizer, reduction):
+    """What the annotations of the keys cannot say: normalizer with mode and reduction."""
     if normalizer != "mean" and reduction != "mean":
         raise LossParamError("normalizer", f"only applies with reduction 'mean', got {normalizer!r} "
                              f"with reduction {reduction!r}")
@@ -104,14 +110,20 @@ class FocalLoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
 
-    def __init__(self, gamma: float = 2.0,
-                 alpha: Union[float, List[float], Literal["balanced"], None] = None,
-                 mode: Literal["softmax", "sigmoid"] = "softmax",
-                 normalizer: Literal["mean", "sum", "num_positive"] = "mean",
-                 ignore_index: int = -100, reduction: Literal["mean", "sum", "none"] = "mean",
+    @check_args()
+    def __init__(self, gamma: Annotated[float, Key("focusing exponent of (1 - p_t) (0: weighted CE / BCE)",
+                                                   ge=0)] = 2.0,
+                 alpha: Annotated[Union[float, List[float], Literal["balanced"], None], Key(
+                     "softmax: class weight, a number, one per class (>= 0) or 'balanced'; sigmoid: weight of "
+                     "the positives, <= 1 (< 0 disables; null: 0.25)")] = None,
+                 mode: Mode = "softmax",
+                 normalizer: Annotated[Literal["mean", "sum", "num_positive"], Key(
+                     "sigmoid mode with reduction mean: divide the sum by the valid elements, by 1, or by "
+                     "the positive targets (RetinaNet)")] = "mean",
+                 ignore_index: IgnoreIndex = -100, reduction: Reduction = "mean",
                  class_counts: Optional[Sequence[int]] = None):
         super().__init__()
-        _check_focal(gamma, mode, normalizer, reduction)
+        _check_normalizer(mode, normalizer, reduction)
         if mode == "sigmoid":
             if alpha == "balanced":
                 raise LossParamError("alpha", "'balanced' only applies with mode 'softmax'; in mode "

@@ -1,11 +1,12 @@
 """GHM-C, the gradient harmonizing classification loss (Li et al. 2019)."""
-from typing import Literal
+from typing import Annotated, Literal
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    ClassificationLoss, LossParamError, check_choice, check_range, check_reduction, classification_targets,
+    ClassificationLoss, IgnoreIndex, LossParamError, Reduction, check_choice, check_range, check_reduction, classification_targets,
     gold_log_prob, reduce_loss,
 )
 from appzoo.losses.cross_entropy import bce_elementwise, bce_targets
@@ -93,11 +94,14 @@ class GHMLoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
 
-    def __init__(self, bins: int = 10, momentum: float = 0.75,
-                 mode: Literal["sigmoid", "softmax"] = "sigmoid", ignore_index: int = -100,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, bins: Annotated[int, Key("gradient-norm bins of the density estimate", ge=1)] = 10,
+                 momentum: Annotated[float, Key("EMA of the bin counts across batches (0: this batch "
+                                                "only)", ge=0, lt=1)] = 0.75,
+                 mode: Annotated[Literal["sigmoid", "softmax"], Key(
+                     "sigmoid per class (GHM-C as published) or softmax over the classes")] = "sigmoid",
+                 ignore_index: IgnoreIndex = -100, reduction: Reduction = "mean"):
         super().__init__()
-        _check_ghm(bins, momentum, mode, reduction)
         self.bins, self.momentum, self.mode = bins, momentum, mode
         self.ACTIVATION = mode
         self.ignore_index, self.reduction = ignore_index, reduction

@@ -1,10 +1,11 @@
 """InfoNCE / in-batch softmax contrastive loss (van den Oord et al. 2018)."""
-from typing import Literal
+from typing import Annotated
 
 import paddle
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    EmbeddingLoss, check_range, check_reduction, embedding_inputs, gold_log_prob, reduce_loss,
+    EmbeddingLoss, Normalize, Reduction, check_range, check_reduction, embedding_inputs, gold_log_prob, reduce_loss,
     similarity, zero_loss,
 )
 from appzoo.registry import LOSSES
@@ -45,12 +46,14 @@ def infonce_loss(query, positive, negative=None, *, temperature=0.05, normalize=
 class InfoNCELoss(EmbeddingLoss):
     """See infonce_loss."""
 
-    def __init__(self, temperature: float = 0.05, normalize: bool = True, symmetric: bool = False,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, temperature: Annotated[float, Key("divides the similarities", gt=0)] = 0.05,
+                 normalize: Normalize = True,
+                 symmetric: Annotated[bool, Key("also the loss from the positives to the queries")] = False,
+                 reduction: Reduction = "mean"):
         super().__init__()
-        self.temperature = check_range("temperature", temperature, 0.0, low_open=True)
-        self.normalize, self.symmetric = normalize, symmetric
-        self.reduction = check_reduction(reduction)
+        self.temperature, self.normalize, self.symmetric = temperature, normalize, symmetric
+        self.reduction = reduction
 
     def forward(self, query, positive, negative=None):
         return infonce_loss(query, positive, negative, temperature=self.temperature, normalize=self.normalize,

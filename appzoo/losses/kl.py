@@ -1,10 +1,11 @@
 """KL divergence to soft targets (distillation, label distributions)."""
-from typing import Literal
+from typing import Annotated
 
 import paddle.nn.functional as F
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    ClassificationLoss, check_range, check_reduction, classification_targets, log_probs, reduce_loss,
+    ClassificationLoss, IgnoreIndex, Reduction, check_range, check_reduction, classification_targets, log_probs, reduce_loss,
 )
 from appzoo.registry import LOSSES
 
@@ -51,12 +52,13 @@ class KLDivLoss(ClassificationLoss):
     TARGET = "multi_hot"
     ACTIVATION = "softmax"  # a target distribution over the classes
 
-    def __init__(self, from_logits: bool = True, temperature: float = 1.0, ignore_index: int = -100,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, from_logits: Annotated[bool, Key("the inputs are logits (true) or probabilities")] = True,
+                 temperature: Annotated[float, Key("divides the logits (distillation temperature)", gt=0)] = 1.0,
+                 ignore_index: IgnoreIndex = -100, reduction: Reduction = "mean"):
         super().__init__()
-        check_range("temperature", temperature, 0.0, low_open=True)
         self.from_logits, self.temperature = from_logits, temperature
-        self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
+        self.ignore_index, self.reduction = ignore_index, reduction
 
     def elementwise(self, logits, targets):
         return _kl_elementwise(logits, targets, self.from_logits, self.temperature, self.ignore_index)

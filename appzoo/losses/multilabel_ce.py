@@ -1,9 +1,11 @@
 """Multi-label softmax cross-entropy (Su Jianlin 2020)."""
-from typing import Literal
 
 import paddle
 
-from appzoo.losses.base import ClassificationLoss, check_reduction, classification_targets, reduce_loss
+from appzoo.config import check_args
+from appzoo.losses.base import (
+    ClassificationLoss, IgnoreIndex, Reduction, check_reduction, classification_targets, reduce_loss,
+)
 from appzoo.losses.cross_entropy import bce_targets
 from appzoo.registry import LOSSES
 
@@ -74,9 +76,10 @@ class MultiLabelCELoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = "sigmoid"  # each class's logit against 0, i.e. sigmoid against 0.5
 
-    def __init__(self, ignore_index: int = -100, reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, ignore_index: IgnoreIndex = -100, reduction: Reduction = "mean"):
         super().__init__()
-        self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
+        self.ignore_index, self.reduction = ignore_index, reduction
 
     def elementwise(self, logits, labels):
         return _mlce_elementwise(logits, labels, self.ignore_index)

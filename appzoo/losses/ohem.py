@@ -1,10 +1,11 @@
 """Online hard example mining over any element-wise classification loss."""
 import math
-from typing import Literal, Optional, Sequence
+from typing import Annotated, Optional, Sequence
 
 import paddle
 
-from appzoo.losses.base import ClassificationLoss, LossParamError, check_range, check_reduction, reduce_loss
+from appzoo.config import Key, check_args
+from appzoo.losses.base import ClassificationLoss, LossParamError, Reduction, check_range, reduce_loss
 from appzoo.registry import LOSSES
 
 
@@ -51,14 +52,16 @@ class OHEMLoss(ClassificationLoss):
     TARGET = "both"
     ACTIVATION = ("softmax", "sigmoid")  # its base's
 
-    def __init__(self, base: dict, ratio: float = 0.25, min_kept: int = 0,
-                 reduction: Literal["mean", "sum", "none"] = "mean",
+    @check_args()
+    def __init__(self, base: Annotated[dict, Key("the classification loss to mine, e.g. {\"name\": \"ce\"} "
+                                                 "(without reduction)")],
+                 ratio: Annotated[float, Key("share of the valid elements kept, the hardest", gt=0, le=1)] = 0.25,
+                 min_kept: Annotated[int, Key("keep at least this many elements", ge=0)] = 0,
+                 reduction: Reduction = "mean",
                  class_counts: Optional[Sequence[int]] = None, key_path: str = "loss"):
         super().__init__()
         from appzoo.losses.build import build_loss  # build imports this module
 
-        check_range("ratio", ratio, 0.0, 1.0, low_open=True)
-        check_range("min_kept", min_kept, 0)
         if isinstance(base, dict) and "reduction" in base:
             raise LossParamError("base.reduction", f"must not be set (got {base['reduction']!r}): ohem "
                                  "reduces the kept elements itself; set reduction on the ohem loss")
@@ -67,7 +70,7 @@ class OHEMLoss(ClassificationLoss):
         self.base = build_loss(base, f"{key_path}.base", class_counts=class_counts, family="classification")
         self.TARGET = self.base.TARGET
         self.ACTIVATION = self.base.ACTIVATION
-        self.ratio, self.min_kept, self.reduction = ratio, min_kept, check_reduction(reduction)
+        self.ratio, self.min_kept, self.reduction = ratio, min_kept, reduction
 
     def elementwise(self, logits, labels):
         loss, valid = self.base.elementwise(logits, labels)

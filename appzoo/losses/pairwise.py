@@ -1,10 +1,12 @@
 """Losses on (positive, negative) score pairs: hinge and NCE."""
-from typing import Literal
 
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.losses.base import PairLoss, check_range, check_reduction, pair_inputs, reduce_loss, zero_loss
+from appzoo.config import check_args
+from appzoo.losses.base import (
+    Margin, PairLoss, Reduction, check_range, check_reduction, pair_inputs, reduce_loss, zero_loss,
+)
 from appzoo.registry import LOSSES
 
 
@@ -33,10 +35,10 @@ def pairwise_hinge_loss(pos_scores, neg_scores, *, margin=1.0, reduction="mean")
 class PairwiseHingeLoss(PairLoss):
     """See pairwise_hinge_loss."""
 
-    def __init__(self, margin: float = 1.0, reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, margin: Margin = 1.0, reduction: Reduction = "mean"):
         super().__init__()
-        self.margin = check_range("margin", margin, 0.0)
-        self.reduction = check_reduction(reduction)
+        self.margin, self.reduction = margin, reduction
 
     def forward(self, pos_scores, neg_scores):
         return pairwise_hinge_loss(pos_scores, neg_scores, margin=self.margin, reduction=self.reduction)
@@ -62,9 +64,10 @@ def nce_loss(pos_scores, neg_scores, *, reduction="mean"):
 class NCELoss(PairLoss):
     """See nce_loss."""
 
-    def __init__(self, reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, reduction: Reduction = "mean"):
         super().__init__()
-        self.reduction = check_reduction(reduction)
+        self.reduction = reduction
 
     def forward(self, pos_scores, neg_scores):
         return nce_loss(pos_scores, neg_scores, reduction=self.reduction)

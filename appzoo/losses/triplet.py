@@ -1,11 +1,12 @@
 """Triplet margin loss (Schroff et al. 2015)."""
-from typing import Literal
+from typing import Annotated, Literal
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import Key, check_args
 from appzoo.losses.base import (
-    EmbeddingLoss, check_choice, check_range, check_reduction, embedding_inputs, l2_normalize, reduce_loss, zero_loss,
+    EmbeddingLoss, Margin, Reduction, check_choice, check_range, check_reduction, embedding_inputs, l2_normalize, reduce_loss, zero_loss,
 )
 from appzoo.registry import LOSSES
 
@@ -46,12 +47,13 @@ def triplet_loss(query, positive, negative, *, margin=1.0, distance="euclidean",
 class TripletLoss(EmbeddingLoss):
     """See triplet_loss."""
 
-    def __init__(self, margin: float = 1.0, distance: Literal["euclidean", "cosine"] = "euclidean",
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, margin: Margin = 1.0,
+                 distance: Annotated[Literal["euclidean", "cosine"], Key(
+                     "distance between embeddings: euclidean, or 1 - cosine")] = "euclidean",
+                 reduction: Reduction = "mean"):
         super().__init__()
-        self.margin = check_range("margin", margin, 0.0)
-        self.distance = check_choice("distance", distance, ("euclidean", "cosine"))
-        self.reduction = check_reduction(reduction)
+        self.margin, self.distance, self.reduction = margin, distance, reduction
 
     def forward(self, query, positive, negative=None):
         return triplet_loss(query, positive, negative, margin=self.margin, distance=self.distance,

@@ -1,11 +1,11 @@
 """VSE++ hinge losses over the in-batch similarity matrix (Faghri et al. 2018)."""
-from typing import Literal
 
 import paddle
 import paddle.nn.functional as F
 
+from appzoo.config import check_args
 from appzoo.losses.base import (
-    EmbeddingLoss, check_range, check_reduction, embedding_inputs, max_last, reduce_loss, similarity, zero_loss,
+    EmbeddingLoss, Margin, Normalize, Reduction, check_range, check_reduction, embedding_inputs, max_last, reduce_loss, similarity, zero_loss,
 )
 from appzoo.registry import LOSSES
 
@@ -70,12 +70,12 @@ def max_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True
 class _VSELoss(EmbeddingLoss):
     _fn = None
 
-    def __init__(self, margin: float = 0.2, normalize: bool = True,
-                 reduction: Literal["mean", "sum", "none"] = "mean"):
+    @check_args()
+    def __init__(self, margin: Margin = 0.2, normalize: Normalize = True, reduction: Reduction = "mean"):
         super().__init__()
-        self.margin = check_range("margin", margin, 0.0)
+        self.margin = margin
         self.normalize = normalize
-        self.reduction = check_reduction(reduction)
+        self.reduction = reduction
 
     def forward(self, query, positive, negative=None):
         return type(self)._fn(query, positive, negative, margin=self.margin, normalize=self.normalize,

@@ -3,13 +3,12 @@
 Both read the encoder's state at the first word piece of each input token
 (``positions``), so their logits and tags are over tokens, not pieces.
 """
-from typing import Annotated, Optional
+from typing import Annotated
 
 import paddle
 
-from appzoo.config import Range
-from appzoo.errors import ConfigError
-from appzoo.models import check_classification_loss, classification_loss, dropout_layer, encode
+from appzoo.config import Key, check_args
+from appzoo.models import Dropout, LossSection, check_classification_loss, classification_loss, encode
 from appzoo.registry import MODELS
 from tasks.sequence_labeling.crf import LinearChainCrf
 from tasks.sequence_labeling.schemes import transition_masks
@@ -23,7 +22,7 @@ class _Tagger(paddle.nn.Layer):
     def __init__(self, encoder, num_labels, dropout):
         super().__init__()
         self.encoder = encoder
-        self.dropout = dropout_layer(dropout)
+        self.dropout = paddle.nn.Dropout(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
 
     def emissions(self, input_ids, positions):
@@ -44,8 +43,9 @@ class ErnieFcSeqLabel(_Tagger):
     (``ce``, weighted ``ce``, ``focal``, ``dice``, ``ghm``, ``ohem``, ...) comes
     from ``model.loss`` and sees only real tokens."""
 
+    @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
-                 loss: Optional[dict] = None, dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1):
+                 loss: LossSection = None, dropout: Dropout = 0.1):
         super().__init__(encoder, num_labels, dropout)
         self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__)
 
@@ -77,12 +77,15 @@ class ErnieCrfSeqLabel(_Tagger):
     decoding; gold sequences that break the scheme are left out of the CRF loss.
     """
 
+    @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
-                 loss: Optional[dict] = None, loss_weight: Annotated[float, Range(ge=0)] = 1.0,
-                 dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, constrained: bool = True):
+                 loss: Annotated[LossSection, Key("a token loss on the emissions added to the CRF "
+                                                  "likelihood (null: none)")] = None,
+                 loss_weight: Annotated[float, Key("weight of the token loss", ge=0)] = 1.0,
+                 dropout: Dropout = 0.1,
+                 constrained: Annotated[bool, Key("exclude the transitions the tag scheme forbids from the "
+                                                  "likelihood and from decoding")] = True):
         super().__init__(encoder, num_labels, dropout)
-        if not loss_weight >= 0:  # NaN too
-            raise ConfigError(f"model.loss_weight: must be >= 0, got {loss_weight}")
         allowed = transition_masks(tag_names, scheme) if constrained and tag_names and scheme else None
         self.crf = LinearChainCrf(num_labels, allowed)
         self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__) if loss else None

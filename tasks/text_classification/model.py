@@ -1,11 +1,10 @@
 """ERNIE classifiers."""
-from typing import Annotated, Literal, Optional
 
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Range
-from appzoo.models import check_classification_loss, classification_loss, dropout_layer, encode, pool
+from appzoo.config import check_args
+from appzoo.models import Dropout, LossSection, Pooling, check_classification_loss, classification_loss, encode, pool
 from appzoo.registry import MODELS
 
 
@@ -18,14 +17,14 @@ class ErnieFcClassification(paddle.nn.Layer):
     INJECTED = ("encoder", "num_labels", "class_counts", "multi_label")
     LOSS_FAMILY = "classification"
 
+    @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,
-                 loss: Optional[dict] = None, dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1,
-                 pooling: Literal["cls", "mean"] = "cls"):
+                 loss: LossSection = None, dropout: Dropout = 0.1, pooling: Pooling = "cls"):
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
         self.multi_label = multi_label
-        self.dropout = dropout_layer(dropout)
+        self.dropout = paddle.nn.Dropout(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
         self.loss_fn = classification_loss(loss, class_counts, multi_label, head=type(self).__name__)
 

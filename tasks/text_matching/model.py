@@ -1,14 +1,14 @@
 """ERNIE matchers: a cross-encoder, a siamese classifier and a siamese
 similarity model ("simnet") trained pairwise or with in-batch negatives."""
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Range
+from appzoo.config import Key, check_args
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
-from appzoo.models import check_classification_loss, classification_loss, dropout_layer, encode, pool
+from appzoo.models import Dropout, LossSection, Pooling, check_classification_loss, classification_loss, encode, pool
 from appzoo.registry import MODELS
 from tasks.text_classification.model import ErnieFcClassification
 
@@ -22,8 +22,9 @@ class ErnieMatchingFcPointwise(ErnieFcClassification):
     READERS = ("text_matching",)
     INJECTED = ("encoder", "num_labels", "class_counts")
 
-    def __init__(self, encoder, num_labels, class_counts=None, loss: Optional[dict] = None,
-                 dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, pooling: Literal["cls", "mean"] = "cls"):
+    @check_args("model")
+    def __init__(self, encoder, num_labels, class_counts=None, loss: LossSection = None,
+                 dropout: Dropout = 0.1, pooling: Pooling = "cls"):
         super().__init__(encoder, num_labels, class_counts, multi_label=False, loss=loss, dropout=dropout,
                          pooling=pooling)
 
@@ -55,10 +56,11 @@ class ErnieMatchingSiamesePointwise(_Siamese):
     INJECTED = ("encoder", "num_labels", "class_counts")
     LOSS_FAMILY = "classification"
 
-    def __init__(self, encoder, num_labels, class_counts=None, loss: Optional[dict] = None,
-                 dropout: Annotated[float, Range(ge=0, lt=1)] = 0.1, pooling: Literal["cls", "mean"] = "mean"):
+    @check_args("model")
+    def __init__(self, encoder, num_labels, class_counts=None, loss: LossSection = None,
+                 dropout: Dropout = 0.1, pooling: Pooling = "mean"):
         super().__init__(encoder, pooling)
-        self.dropout = dropout_layer(dropout)
+        self.dropout = paddle.nn.Dropout(dropout)
         self.classifier = paddle.nn.Linear(4 * encoder.config.hidden_size, num_labels)
         self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__)
 
@@ -104,8 +106,12 @@ class ErnieMatchingSiamesePairwise(_Siamese):
     INJECTED = ("encoder", "negatives")
     LOSS_FAMILY = ("pair", "embedding")
 
-    def __init__(self, encoder, negatives="labelled", loss: Optional[dict] = None,
-                 similarity: Literal["cosine", "dot"] = "cosine", pooling: Literal["cls", "mean"] = "mean"):
+    @check_args("model")
+    def __init__(self, encoder, negatives="labelled",
+                 loss: Annotated[LossSection, Key("a pair or embedding loss (null: circle)")] = None,
+                 similarity: Annotated[Literal["cosine", "dot"], Key(
+                     "score of a pair: cosine of the two text vectors, or their dot product")] = "cosine",
+                 pooling: Pooling = "mean"):
         super().__init__(encoder, pooling)
         self.loss_fn = self.check_config({"loss": loss, "similarity": similarity}, {"negatives": negatives})
         self.similarity = similarity
