@@ -62,6 +62,12 @@ class DatasetReader:
         Predict files may come without labels."""
         raise NotImplementedError
 
+    def read_inputs(self, inputs):
+        """Examples, as :meth:`read` gives them for a predict file, from
+        in-memory inputs (what :class:`appzoo.Predictor` takes); DataError
+        naming the input's index for one that does not fit."""
+        raise NotImplementedError
+
     def build_labels(self, train_examples):
         """The sorted label set seen in training."""
         raise NotImplementedError

@@ -198,6 +198,18 @@ class SequenceLabelingReader(DatasetReader):
                 continue
             yield self._example(tokens, tags, path, number, split)
 
+    def read_inputs(self, inputs):
+        """A token list, or a text: split on whitespace when it has any
+        (``John lives in Paris``), else into characters (``我爱北京``)."""
+        examples = []
+        for i, value in enumerate(inputs):
+            tokens = (value.split() if any(c.isspace() for c in value.strip()) else list(value.strip())) \
+                if isinstance(value, str) else value
+            if not (isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, str) and t for t in tokens)):
+                raise DataError(f"input {i}: expected a text or a list of non-empty tokens, got {clip(value)}")
+            examples.append(self._example(list(tokens), None, "input", i, "predict"))
+        return examples
+
     def _example(self, tokens, tags, path, line, split, conll=False):
         where = f"{path}:{line}"
         if not tokens:

@@ -8,7 +8,7 @@ from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
 from appzoo.data.tabular import (
-    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, columns, read_rows, table_options,
+    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
     wrong_type,
 )
 from appzoo.errors import ConfigError, DataError
@@ -65,6 +65,14 @@ class ClassificationReader(DatasetReader):
                                  "source": f"{path}:{line}"})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
+        return examples
+
+    def read_inputs(self, inputs):
+        examples = []
+        for i, text in enumerate(inputs):
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"input {i}: expected a non-empty text (a string), got {clip(text)}")
+            examples.append({"text": text, "label": None, "source": f"input {i}"})
         return examples
 
     def _row_problem(self, row, split):

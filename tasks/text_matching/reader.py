@@ -24,13 +24,14 @@ from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.data.reader import DatasetReader, label_counts
 from appzoo.data.tabular import (
-    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, columns, read_rows, table_options,
+    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
     wrong_type,
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.triples import build_triples
+
 DEFAULT_THRESHOLD = 0.5  # used only when no threshold is configured and none was tuned on dev
 
 
@@ -92,6 +93,15 @@ class MatchingReader(DatasetReader):
                                  "label": self._parse_label(row["label"], where), "source": where})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
+        return examples
+
+    def read_inputs(self, inputs):
+        examples = []
+        for i, pair in enumerate(inputs):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                    and all(isinstance(t, str) and t.strip() for t in pair)):
+                raise DataError(f"input {i}: expected a pair of non-empty texts (text_a, text_b), got {clip(pair)}")
+            examples.append({"text_a": pair[0], "text_b": pair[1], "label": None, "source": f"input {i}"})
         return examples
 
     def _parse_label(self, value, where):
@@ -330,6 +340,12 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     def plan_model_args(self):
         return {"negatives": self.negatives}
+
+    @property
+    def batch_composition_matters(self):
+        """In-batch negatives: a length-sorted batch would hold easy negatives
+        (trainer.group_by_length is then off unless set)."""
+        return self.negatives == "in_batch"
 
     def model_args(self, labels, train_examples):
         return {"negatives": self.negatives}
