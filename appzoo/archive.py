@@ -48,7 +48,7 @@ CHECKPOINT_FILES = (MODEL_FILE, OPTIMIZER_FILE, SCHEDULER_FILE, STATE_FILE, "rea
 
 #: What a run writes into its folder; all of it is moved aside when a run is replaced.
 RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
-                 "predictions.jsonl", "report.md", "plots", "inference", "vocab")
+                 "predictions.jsonl", "report.md", "plots", "inference", "vocab", "vdl", "audit.md", "audit.json")
 REPLACED = ".replaced"
 JOURNAL = "JOURNAL.json"
 LOCK_INFO = ".lock"

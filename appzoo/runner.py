@@ -20,7 +20,8 @@ from appzoo.progress import note
 
 #: Trainer keys a resumed run may change: they do not alter what is trained.
 RESUME_MAY_CHANGE = ("output_dir", "do", "eval_batch_size", "logging_steps", "keep_checkpoints", "resume",
-                     "overwrite_output_dir", "num_threads", "progress_bar", "plots", "device", "inference_engine")
+                     "overwrite_output_dir", "num_threads", "progress_bar", "plots", "device", "visualdl", "audit",
+                     "inference_engine")
 #: Data keys a resumed run may change (evaluation and prediction only).
 RESUME_MAY_CHANGE_DATA = ("test", "predict")
 
@@ -99,8 +100,9 @@ def prepare(plan):
 
     data = plan.data
     reader = plan.reader_class(**plan.reader_kwargs)
-    needed = {"train": "train" in plan.do, "dev": bool({"train", "eval"} & set(plan.do)),
-              "test": "eval" in plan.do, "predict": "predict" in plan.do}
+    audit = "audit" in plan.do  # the audit reads every split there is
+    needed = {"train": "train" in plan.do or audit, "dev": bool({"train", "eval"} & set(plan.do)) or audit,
+              "test": "eval" in plan.do or audit, "predict": "predict" in plan.do or audit}
     metric = plan.trainer.metric_for_best or reader.default_metric
     splits = {}
     for split in SPLITS:
@@ -186,6 +188,8 @@ def _changed_keys(saved, current):
         skip = RESUME_MAY_CHANGE if section == "trainer" else RESUME_MAY_CHANGE_DATA \
             if section == "dataset_reader" else ()
         for key in sorted(set(old) | set(new)):
+            if key not in old and section == "trainer":
+                continue  # a key newer than the checkpoint: it was trained with the key's default
             if key not in skip and old.get(key) != new.get(key):
                 out.append((f"{section}.{key}", old.get(key), new.get(key)))
     return out
@@ -214,6 +218,8 @@ def _modes(plan, prepared, folder, resume_from, started):
     trainer = Trainer(p.model, p.reader, p.tokenizer, p.labels, cfg, cfg.output_dir, run_config=plan.config,
                       model_args=p.model_args, folder=folder)
     metrics = {}
+    if "audit" in plan.do:
+        _audit(plan, p, folder, trainer.is_main)
     if "train" in plan.do:
         if trainer.is_main and not resume_from:
             archive.write_json(folder.path("config.json"), plan.config)
@@ -253,6 +259,20 @@ def _modes(plan, prepared, folder, resume_from, started):
     metrics["wall_time_s"] = round(time.time() - started, 1)
     _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, p.labels)
     return metrics
+
+
+def _audit(plan, p, folder, is_main):
+    """audit.md and audit.json; each warning also as one line."""
+    from appzoo.audit import audit, to_markdown
+
+    report = audit(p.reader, p.splits, p.features, p.tokenizer, p.labels, plan.data.max_seq_len,
+                   plan.trainer.batch_size)
+    if is_main:
+        archive.write_json(folder.path("audit.json"), report)
+        archive.write_text(folder.path("audit.md"), to_markdown(report, plan.source))
+        for warning in report["warnings"]:
+            note(f"audit: {warning}")
+        note(f"audit: written {folder.path('audit.md')}")
 
 
 def _checkpoint_step(folder):

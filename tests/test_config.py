@@ -244,7 +244,7 @@ def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path, cap
 
 def test_cli_unknown_mode(capsys):
     assert run_trainer.main(["--param_path", EXAMPLE, "--do", "train,evaluate"]) == 2
-    assert "--do 'train,evaluate': unknown mode 'evaluate' (accepted: train, eval, predict, export)" in capsys.readouterr().err
+    assert "--do 'train,evaluate': unknown mode 'evaluate' (accepted: train, eval, predict, export, audit)" in capsys.readouterr().err
 
 
 def test_cpu_defaults_are_set_by_the_command_line_alone():

@@ -7,6 +7,7 @@ the first piece of each token carries its tag, and a sentence longer than
 back, each token taking the tag of the window where it has the most context.
 """
 import os
+from collections import Counter
 from typing import Annotated, Literal, Optional
 
 import numpy as np
@@ -317,6 +318,36 @@ class SequenceLabelingReader(DatasetReader):
         saved = state.get("scheme")
         if saved and self.configured_scheme == "auto":
             self.scheme = saved
+
+    def audit(self, splits, features, batch_size):
+        """Sentences that windows cut, and the entities no single window holds whole."""
+        out, warnings = {}, []
+        for split in ("train", "dev", "test"):
+            examples, feats = splits.get(split), features.get(split)
+            if not examples or not feats or examples[0]["tags"] is None:
+                continue
+            spans = {}
+            for feature in feats:
+                spans.setdefault(feature["example"], []).append(feature["span"])
+            cut = [n for n, s in spans.items() if len(s) > 1]
+            broken = [(n, kind, start, end) for n in cut for kind, start, end in entity_spans(examples[n]["tags"], self.scheme)
+                      if not any(a <= start and end <= b for a, b in spans[n])]
+            out[f"{split}: sentences cut into windows"] = len(cut)
+            out[f"{split}: entities that no window holds whole"] = len(broken)
+            if broken:
+                n, kind, start, end = broken[0]
+                warnings.append(f"{split}: {len(broken)} entit(y/ies) span a window cut and are split between "
+                                f"windows, e.g. {kind} at tokens {start}-{end} of {self.where(examples[n], start)} "
+                                f"(raise max_seq_len or window_overlap)")
+        out["warnings"] = warnings
+        return out
+
+    def sampling_classes(self, features):
+        """A window's rarest tag by training frequency (ties: the first in the
+        tag set): a window of "O" alone, the most frequent tag, is then a
+        class of its own."""
+        counts = Counter(t for f in features for t in f["labels"])
+        return [min(set(f["labels"]), key=lambda t: (counts[t], t)) if f["labels"] else -1 for f in features]
 
     def texts(self, examples):
         return (" ".join(example["tokens"]) for example in examples)
