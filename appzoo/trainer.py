@@ -204,7 +204,9 @@ class Trainer:
 
     def _train_step(self, micro_batches):
         """One optimizer step over ``micro_batches`` (lists of features):
-        gradients accumulate, the loss is their mean. Returns the loss tensor."""
+        gradients accumulate, the loss is their mean. Returns the loss tensor.
+        A model's output may carry ``loss_parts`` (GradCache): those are
+        back-propagated, one by one and scaled like the loss, instead of it."""
         paddle.seed(self.config.seed + self.state.global_step)  # dropout masks survive a resume
         self._train_model.train()
         total = None
@@ -213,9 +215,13 @@ class Trainer:
             sync = self.world_size == 1 or j == len(micro_batches) - 1
             with contextlib.nullcontext() if sync else self._train_model.no_sync():
                 with self._autocast():
-                    loss = self._train_model(**self._inputs(batch))["loss"]
-                loss = loss.astype("float32") / len(micro_batches)
-                (self.scaler.scale(loss) if self.scaler else loss).backward()
+                    out = self._train_model(**self._inputs(batch))
+                # GradCache models (appzoo.losses.grad_cache) return the loss detached and the parts whose
+                # gradients add up to its own, each built when it is back-propagated
+                for part in out["loss_parts"] if "loss_parts" in out else [out["loss"]]:
+                    part = part.astype("float32") / len(micro_batches)
+                    (self.scaler.scale(part) if self.scaler else part).backward()
+                loss = out["loss"].astype("float32") / len(micro_batches)
             total = loss.detach() if total is None else total + loss.detach()
         if self.scaler:  # fp16: an overflow in the scaled gradients only skips the step (and lowers the scale)
             self.scaler.unscale_(self.optimizer)

@@ -8,6 +8,7 @@ from appzoo.losses.base import (
     EmbeddingLoss, Normalize, Reduction, check_range, check_reduction, embedding_inputs, gold_log_prob, reduce_loss,
     similarity, zero_loss,
 )
+from appzoo.losses.grad_cache import CacheMiniBatchSize, check_cache
 from appzoo.registry import LOSSES
 
 
@@ -50,10 +51,11 @@ class InfoNCELoss(EmbeddingLoss):
     def __init__(self, temperature: Annotated[float, Key("divides the similarities", gt=0)] = 0.05,
                  normalize: Normalize = True,
                  symmetric: Annotated[bool, Key("also the loss from the positives to the queries")] = False,
-                 reduction: Reduction = "mean"):
+                 reduction: Reduction = "mean", cache_mini_batch_size: CacheMiniBatchSize = None):
         super().__init__()
         self.temperature, self.normalize, self.symmetric = temperature, normalize, symmetric
         self.reduction = reduction
+        self.cache_mini_batch_size = check_cache(cache_mini_batch_size, reduction)  # read by the model
 
     def forward(self, query, positive, negative=None):
         return infonce_loss(query, positive, negative, temperature=self.temperature, normalize=self.normalize,

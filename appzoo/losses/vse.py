@@ -7,6 +7,7 @@ from appzoo.config import check_args
 from appzoo.losses.base import (
     EmbeddingLoss, Margin, Normalize, Reduction, check_range, check_reduction, embedding_inputs, max_last, reduce_loss, similarity, zero_loss,
 )
+from appzoo.losses.grad_cache import CacheMiniBatchSize, check_cache
 from appzoo.registry import LOSSES
 
 
@@ -71,11 +72,13 @@ class _VSELoss(EmbeddingLoss):
     _fn = None
 
     @check_args()
-    def __init__(self, margin: Margin = 0.2, normalize: Normalize = True, reduction: Reduction = "mean"):
+    def __init__(self, margin: Margin = 0.2, normalize: Normalize = True, reduction: Reduction = "mean",
+                 cache_mini_batch_size: CacheMiniBatchSize = None):
         super().__init__()
         self.margin = margin
         self.normalize = normalize
         self.reduction = reduction
+        self.cache_mini_batch_size = check_cache(cache_mini_batch_size, reduction)  # read by the model
 
     def forward(self, query, positive, negative=None):
         return type(self)._fn(query, positive, negative, margin=self.margin, normalize=self.normalize,

@@ -12,6 +12,7 @@ from appzoo.data.tabular import (
     wrong_type,
 )
 from appzoo.errors import ConfigError, DataError
+from appzoo.metrics.matching import best_f1_threshold
 from appzoo.registry import METRICS, READERS, did_you_mean
 
 
@@ -38,11 +39,19 @@ class ClassificationReader(DatasetReader):
                  label_file: Annotated[Optional[str], Key("file with the label set, one per line (null: the "
                                                           "labels seen in training)")] = None,
                  multi_label: Annotated[bool, Key("each row has a set of labels, each decoded by its sigmoid "
-                                                  "against threshold")] = False,
+                                                  "against its threshold (per_label_thresholds)")] = False,
                  label_separator: Annotated[str, Key("splits the label field into labels (multi_label; a JSON "
                                                      "list in jsonl needs none)")] = ",",
-                 threshold: Annotated[float, Key("a label is predicted when its probability is above this "
-                                                 "(multi_label)", gt=0, lt=1)] = 0.5, **kwargs):
+                 threshold: Annotated[float, Key("a label is predicted when its probability is at least this "
+                                                 "(multi_label): every label's, or that of the labels "
+                                                 "per_label_thresholds does not tune", gt=0, lt=1)] = 0.5,
+                 per_label_thresholds: Annotated[bool, Key(
+                     "multi_label: at each dev evaluation, tune each label's threshold for its best dev F1 "
+                     "(saved in best/reader_state.json, used by eval, predict and appzoo.Predictor); false: "
+                     "threshold for every label")] = True,
+                 min_positives_to_tune: Annotated[int, Key(
+                     "per_label_thresholds: a label with fewer dev positives than this keeps threshold",
+                     ge=1)] = 5, **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
         self.fields = columns(format, text=(text_column, 0), label=(label_column, 1))
@@ -50,6 +59,9 @@ class ClassificationReader(DatasetReader):
         self.multi_label = multi_label
         self.label_separator = label_separator
         self.threshold = threshold
+        self.per_label_thresholds = per_label_thresholds
+        self.min_positives_to_tune = min_positives_to_tune
+        self.tuned = {}  # label -> {"threshold", "dev_f1", "dev_positives"}, from the last fit
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -169,7 +181,7 @@ class ClassificationReader(DatasetReader):
     def decode(self, examples, features, outputs, labels):
         probs = np.stack(outputs["probs"])
         if self.multi_label:
-            chosen = probs >= self.threshold
+            chosen = probs >= self.thresholds(labels)
             return [{"probs": p, "labels": [labels[j] for j in np.flatnonzero(c)]} for p, c in zip(probs, chosen)]
         return [{"probs": p, "label": labels[int(np.argmax(p))]} for p in probs]
 
@@ -185,6 +197,45 @@ class ClassificationReader(DatasetReader):
         gold = [index[e["label"]] for e in examples]
         pred = [index[p["label"]] for p in predictions]
         return METRICS.get("classification", "metric")(gold, pred, labels)
+
+    # ---- multi-label thresholds -------------------------------------------
+    def thresholds(self, labels):
+        """The decision threshold of each of ``labels``: tuned on dev where
+        :meth:`fit` (or a saved state) tuned one, else ``threshold``."""
+        tuned = self.tuned if self.per_label_thresholds else {}
+        return np.array([tuned[name]["threshold"] if name in tuned else self.threshold for name in labels])
+
+    def fit(self, examples, predictions, labels):
+        """Multi-label with ``per_label_thresholds``: tune each label's
+        threshold for its best F1 on these (dev) predictions, for labels with
+        at least ``min_positives_to_tune`` positives; the others keep
+        ``threshold``. Candidates and ties as
+        :func:`~appzoo.metrics.matching.best_f1_threshold`."""
+        if not (self.multi_label and self.per_label_thresholds) or not examples:
+            return self.state()
+        probs = np.stack([p["probs"] for p in predictions])
+        index = {name: j for j, name in enumerate(labels)}
+        gold = np.zeros(probs.shape, dtype=int)
+        for i, example in enumerate(examples):
+            gold[i, [index[v] for v in example["label"]]] = 1
+        self.tuned = {}
+        for j, name in enumerate(labels):
+            positives = int(gold[:, j].sum())
+            if positives >= self.min_positives_to_tune:
+                threshold, f1 = best_f1_threshold(gold[:, j], probs[:, j])
+                self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
+        return self.state()
+
+    def state(self):
+        """Multi-label: the global ``threshold`` and the tuned ones (``{label:
+        {"threshold", "dev_f1", "dev_positives"}}``; labels not listed use
+        ``threshold``)."""
+        if not self.multi_label:
+            return {}
+        return {"threshold": self.threshold, "per_label": {k: dict(v) for k, v in self.tuned.items()}}
+
+    def load_state(self, state):
+        self.tuned = {k: dict(v) for k, v in (state or {}).get("per_label", {}).items()}
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

@@ -8,6 +8,7 @@ import paddle.nn.functional as F
 from appzoo.config import Key, check_args
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
+from appzoo.losses.grad_cache import grad_cache
 from appzoo.models import Dropout, LossSection, Pooling, check_classification_loss, classification_loss, encode, pool
 from appzoo.registry import MODELS
 from tasks.text_classification.model import ErnieFcClassification
@@ -100,6 +101,12 @@ class ErnieMatchingSiamesePairwise(_Siamese):
 
     With ``similarity: "cosine"`` the embeddings are L2-normalised before any
     loss, so euclidean triplet distances rank like the cosine scores.
+
+    An embedding loss with ``cache_mini_batch_size`` trains by GradCache
+    (:func:`appzoo.losses.grad_cache.grad_cache`) whenever gradients are on:
+    ``forward`` then returns the loss detached and ``"loss_parts"``, a
+    generator of the parts to back-propagate one after the other in place
+    of the loss (the trainer does; so must a caller from Python).
     """
 
     READERS = ("text_matching_pairwise",)
@@ -130,6 +137,10 @@ class ErnieMatchingSiamesePairwise(_Siamese):
             raise ConfigError("model.loss.name: 'triplet' needs one labelled negative per pair, but "
                               "dataset_reader.negatives is 'in_batch'; set it to 'labelled' or use "
                               "infonce / sum_hinge / max_hinge")
+        if loss.get("cache_mini_batch_size") is not None and paddle.distributed.get_world_size() > 1:
+            raise ConfigError("model.loss.cache_mini_batch_size: GradCache back-propagates several times per "
+                              "step, which data-parallel training does not synchronise; use one process, or "
+                              "leave the key out")
         if loss["name"] == "circle" and similarity != "cosine":
             raise ConfigError(f"model.loss.name: 'circle' expects cosine similarities in [-1, 1], but "
                               f"model.similarity is {similarity!r}; set model.similarity to 'cosine'")
@@ -140,10 +151,12 @@ class ErnieMatchingSiamesePairwise(_Siamese):
         return F.normalize(emb, axis=-1) if self.similarity == "cosine" else emb
 
     def forward(self, query_input_ids, title_input_ids=None, positive_input_ids=None, negative_input_ids=None):
-        q = self._embed(query_input_ids)
         if positive_input_ids is None:  # scoring pairs
-            scores = (q * self._embed(title_input_ids)).sum(axis=-1)
+            scores = (self._embed(query_input_ids) * self._embed(title_input_ids)).sum(axis=-1)
             return {"scores": scores}
+        if getattr(self.loss_fn, "cache_mini_batch_size", None) is not None and paddle.is_grad_enabled():
+            return self._grad_cache(query_input_ids, positive_input_ids, negative_input_ids)
+        q = self._embed(query_input_ids)
         p = self._embed(positive_input_ids)
         n = self._embed(negative_input_ids) if negative_input_ids is not None else None
         pos = (q * p).sum(axis=-1)
@@ -157,6 +170,13 @@ class ErnieMatchingSiamesePairwise(_Siamese):
             off = paddle.eye(size, dtype="int32") == 0
             loss = self.loss_fn(pos, paddle.masked_select(sim, off).reshape([size, size - 1]))
         return {"scores": pos, "loss": loss}
+
+    def _grad_cache(self, query_input_ids, positive_input_ids, negative_input_ids):
+        """Training with ``cache_mini_batch_size``: the embedding loss of the whole batch, its encoder
+        gradients left to ``loss_parts`` (see the class docstring)."""
+        loss, (q, p, _), parts = grad_cache(self._embed, [query_input_ids, positive_input_ids, negative_input_ids],
+                                            self.loss_fn, self.loss_fn.cache_mini_batch_size)
+        return {"scores": (q * p).sum(axis=-1), "loss": loss, "loss_parts": parts}
 
     def decode(self, outputs, batch):
         return {"scores": outputs["scores"]}
