@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 from appzoo.archive import RunFolder, check_best
 from appzoo.callbacks import VisualDLLogger
 from appzoo.config import SECTIONS, Key, check_fields, check_kwargs, non_finite
+from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.registry import MODELS, READERS, did_you_mean
@@ -127,6 +128,7 @@ def _validate(config, do):
     check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
     reader.check_plan(data)
+    _check_sampler(trainer, reader, data.type)
     if hasattr(model_class, "check_config"):  # the loss and its fit to the head and the reader's config
         model_class.check_config(model_section, reader.plan_model_args())
     metric = _check_metric(trainer, reader)
@@ -158,6 +160,22 @@ def _check_metric(trainer, reader):
             f"(available: {', '.join(sorted(names))})"
         )
     return metric
+
+
+def _check_sampler(trainer, reader, reader_type):
+    """The sampler fits the reader's training items: a class each for
+    balanced and m_per_class, a query and a positive for no_duplicates."""
+    sampler = choose_sampler(trainer.sampler, trainer.group_by_length,
+                             getattr(reader, "batch_composition_matters", False))
+    if sampler in CLASS_SAMPLERS and reader.sampling_classes([]) is None:
+        raise ConfigError(f"trainer.sampler: {sampler!r} draws batches by class, but the training items of "
+                          f"dataset_reader.type {reader_type!r} with this config have no class (triples, or "
+                          f"in-batch positive pairs); use random or by_length"
+                          f"{' or no_duplicates' if reader.duplicate_keys([]) is not None else ''}")
+    if sampler == "no_duplicates" and reader.duplicate_keys([]) is None:
+        raise ConfigError(f"trainer.sampler: 'no_duplicates' keeps repeated queries and positives out of a batch "
+                          f"whose mates are the negatives; dataset_reader.type {reader_type!r} with this config "
+                          f"has no in-batch negatives (that is text_matching_pairwise with negatives 'in_batch')")
 
 
 def _check_output_dir(path):

@@ -18,7 +18,9 @@ import paddle
 from appzoo import callbacks as cb
 from appzoo import interrupts
 from appzoo.archive import MODEL_FILE, Best, RunFolder, load_weights, read_best
-from appzoo.data.sampler import feature_length, length_order, train_batches
+from appzoo.data.sampler import (
+    CLASS_SAMPLERS, check_class_count, choose_sampler, feature_length, length_order, train_batches,
+)
 from appzoo.errors import DataError, DivergedError, Interrupted
 from appzoo.progress import progress
 
@@ -79,9 +81,12 @@ class Trainer:
         ``resume_from`` a checkpoint folder. Ends with the best model's weights
         in ``self.model``."""
         cfg = self.config
-        self._lengths = [feature_length(f) for f in train_features]
+        self._prepare_sampler(train_features)
         per_epoch = len(self._epoch_steps(train_features, 0))
         if per_epoch == 0:
+            if self.sampler == "no_duplicates":
+                raise DataError(f"trainer.sampler: no_duplicates cannot make a batch of two or more of the "
+                                f"{len(train_features)} training pairs without a repeated query or positive")
             raise DataError(f"the training data has {len(train_features)} example(s), fewer than the "
                             f"{self.world_size} data-parallel processes")
         total = cfg.max_steps if cfg.max_steps > 0 else per_epoch * cfg.epochs
@@ -170,22 +175,27 @@ class Trainer:
             grad_clip=paddle.nn.ClipGradByGlobalNorm(cfg.max_grad_norm) if cfg.max_grad_norm > 0 else None,
         )
 
+    def _prepare_sampler(self, features):
+        """Choose the sampler (:func:`choose_sampler`) and compute what it
+        needs from the training features: lengths, classes or duplicate keys."""
+        cfg, reader = self.config, self.reader
+        self.sampler = choose_sampler(getattr(cfg, "sampler", None), getattr(cfg, "group_by_length", None),
+                                      getattr(reader, "batch_composition_matters", False))
+        self._lengths = [feature_length(f) for f in features] if self.sampler == "by_length" else None
+        self._classes = reader.sampling_classes(features) if self.sampler in CLASS_SAMPLERS else None
+        self._keys = reader.duplicate_keys(features) if self.sampler == "no_duplicates" else None
+        if self.sampler in CLASS_SAMPLERS:
+            check_class_count(self.sampler, cfg.batch_size, cfg.sampler_m, self._classes)
+
     def _epoch_steps(self, features, epoch):
         """The steps of one epoch, each a list of micro-batches (of indices)."""
         cfg = self.config
-        sampler = "by_length" if self._group_by_length() else "random"
-        micro = train_batches(len(features), cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=sampler,
-                              lengths=self._lengths, rank=self.rank, world_size=self.world_size)
+        micro = train_batches(len(features), cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=self.sampler,
+                              lengths=self._lengths, classes=self._classes, keys=self._keys,
+                              power=getattr(cfg, "sampler_power", 0.5), m=getattr(cfg, "sampler_m", 2),
+                              rank=self.rank, world_size=self.world_size)
         k = getattr(cfg, "gradient_accumulation_steps", 1)
         return [micro[i:i + k] for i in range(0, len(micro), k)]
-
-    def _group_by_length(self):
-        """``trainer.group_by_length``; unset: on, except where batch mates
-        are the negatives (a length-sorted batch would hold easy negatives)."""
-        value = getattr(self.config, "group_by_length", None)
-        if value is None:
-            return not getattr(self.reader, "batch_composition_matters", False)
-        return value
 
     def _log_loss(self, running, started):
         """Log the mean loss of the steps since the last log (and forget them);

@@ -40,6 +40,20 @@ class TrainerConfig:
                                             "give this or warmup_steps", ge=0, lt=1)] = 0.0
     warmup_steps: Annotated[int, Key("steps spent warming the learning rate up from 0; give this or "
                                      "warmup_proportion", ge=0)] = 0
+    sampler: Annotated[Optional[Literal["random", "by_length", "balanced", "m_per_class", "no_duplicates"]], Key(
+        "which examples make a training batch: random; by_length (seeded mega-batches of 50 batches sorted by "
+        "length, batch order shuffled: little padding); balanced (classes drawn by count ** sampler_power); "
+        "m_per_class (sampler_m examples of each of batch_size / sampler_m classes); no_duplicates (in-batch "
+        "negatives: a pair whose query or positive is already in the batch waits for a later one). Classes: "
+        "the label, a multi-label example's rarest label, a sentence window's rarest tag. Null: by_length, "
+        "no_duplicates with in-batch negatives")] = None
+    sampler_power: Annotated[float, Key(
+        "balanced: a class is drawn with probability proportional to count ** this (1: the data's mix, "
+        "0.5: square root, 0: uniform)", ge=0, le=1)] = 0.5
+    sampler_m: Annotated[int, Key("m_per_class: examples of each class in a batch; batch_size must be a "
+                                  "multiple of it", ge=1)] = 2
+    group_by_length: Annotated[Optional[bool], Key(
+        "shorthand for sampler by_length (true) or any other sampler (false); null: as sampler says")] = None
     max_grad_norm: Annotated[float, Key("clip the global gradient norm to this (0: no clipping)", ge=0)] = 1.0
     adam_epsilon: Annotated[float, Key("AdamW epsilon", gt=0)] = 1e-8
     seed: Annotated[int, Key("random seed of paddle, numpy and python (shuffling, dropout, init)", ge=0)] = 42
@@ -77,6 +91,14 @@ class TrainerConfig:
 
     def check_keys_together(self):
         """What no single key's annotation can say."""
+        if self.group_by_length is not None and self.sampler is not None \
+                and self.group_by_length != (self.sampler == "by_length"):
+            raise ConfigError(f"trainer.group_by_length: {str(self.group_by_length).lower()} contradicts "
+                              f"trainer.sampler {self.sampler!r} (group_by_length is shorthand for sampler "
+                              f"'by_length'; give one)")
+        if self.sampler == "m_per_class" and self.batch_size % self.sampler_m:
+            raise ConfigError(f"trainer.sampler_m: m_per_class needs trainer.batch_size to be a multiple of "
+                              f"sampler_m, got batch_size {self.batch_size} and sampler_m {self.sampler_m}")
         if self.warmup_proportion and self.warmup_steps:
             raise ConfigError(
                 f"trainer.warmup_steps: give warmup_steps or warmup_proportion, not both "

@@ -126,6 +126,21 @@ class DatasetReader:
     def load_state(self, state):
         """Restore what :meth:`state` returned."""
 
+    # ---- training batches (appzoo.data.sampler) ----------------------------
+    def sampling_classes(self, features):
+        """The class of each training feature (a hashable, e.g. the label
+        index), for trainer.sampler ``balanced`` and ``m_per_class``; None
+        where training items have no class (triples, in-batch pairs). The
+        plan calls it with ``[]``: None there refuses those samplers."""
+        return None
+
+    def duplicate_keys(self, features):
+        """Per training feature, a tuple of hashables (its query, its
+        positive) that no batch mate may share, for trainer.sampler
+        ``no_duplicates``; None where batch mates are not the negatives. The
+        plan calls it with ``[]``, as :meth:`sampling_classes`."""
+        return None
+
     # ---- planning: checks that need the config alone, or one split -------
     def check_plan(self, data):
         """Raise ConfigError for reader keys that do not fit the shared

@@ -18,11 +18,54 @@ step for this data-parallel ``rank``; all ranks get the same number of steps.
   drawn twice. The epoch has as many batches as ``random``.
 * ``m_per_class``: each batch is ``m`` examples of each of ``batch_size / m``
   classes (pytorch-metric-learning's ``MPerClassSampler``), classes chosen
-  uniformly without replacement within a batch, examples cycled as above.
+  uniformly without replacement within a batch, examples cycled as above (a
+  class smaller than ``m`` repeats an example within its batch). With data
+  parallelism each rank's share of a step is such a batch.
+* ``no_duplicates``: for in-batch negatives (sentence-transformers'
+  ``NoDuplicatesBatchSampler``). Each example has keys (its query and its
+  positive); an example whose key is already in the batch being filled is
+  deferred to a later batch, so the batch mates that are the negatives are
+  never copies of an example's own texts, and batches keep their size. Every
+  example is used once per epoch, except where the epoch ends: the examples
+  that could not fill a batch make duplicate-free short batches, and a short
+  batch of a single example (it would have no negatives, so a loss of 0) is
+  left out of the epoch; a reshuffled later epoch places it. With data
+  parallelism only full batches are kept (every rank runs the same steps).
+
+Which sampler a run uses: :func:`choose_sampler`.
 """
 import numpy as np
 
-SAMPLERS = ("random", "by_length", "balanced", "m_per_class")
+from appzoo.errors import ConfigError
+
+SAMPLERS = ("random", "by_length", "balanced", "m_per_class", "no_duplicates")
+CLASS_SAMPLERS = ("balanced", "m_per_class")
+
+
+def choose_sampler(sampler, group_by_length, in_batch):
+    """The sampler a run uses: ``trainer.sampler``, or when that is null,
+    ``by_length``, except where batch mates are the negatives (``in_batch``):
+    ``no_duplicates`` there, since a length-sorted batch would hold easy
+    negatives. ``trainer.group_by_length`` is shorthand: true means
+    ``by_length``, false any other sampler; a contradicting pair is refused
+    by :meth:`TrainerConfig.check_keys_together`."""
+    if sampler is not None:
+        return sampler
+    if group_by_length is not None:
+        return "by_length" if group_by_length else ("no_duplicates" if in_batch else "random")
+    return "no_duplicates" if in_batch else "by_length"
+
+
+def check_class_count(sampler, batch_size, m, classes):
+    """``m_per_class`` needs ``batch_size / m`` distinct classes in the
+    training data (the balanced sampler needs one)."""
+    found = len(set(classes))
+    if sampler == "m_per_class" and batch_size // m > found:
+        raise ConfigError(f"trainer.sampler_m: m_per_class takes batch_size / sampler_m = {batch_size} / {m} = "
+                          f"{batch_size // m} classes per batch, but the training data has {found} "
+                          f"(raise trainer.sampler_m or lower trainer.batch_size)")
+    if sampler in CLASS_SAMPLERS and not found:
+        raise ConfigError(f"trainer.sampler: {sampler!r} found no classes in the training data")
 
 
 def feature_length(feature):
@@ -34,9 +77,13 @@ def _rng(seed, epoch):
     return np.random.RandomState((seed + epoch) % (2 ** 32))
 
 
-def train_batches(n, batch_size, *, seed, epoch, sampler="random", lengths=None, classes=None,
+def train_batches(n, batch_size, *, seed, epoch, sampler="random", lengths=None, classes=None, keys=None,
                   mega_batches=50, power=0.5, m=2, rank=0, world_size=1):
-    """Index lists for one epoch of ``n`` examples (see the module docstring)."""
+    """Index lists for one epoch of ``n`` examples (see the module docstring).
+
+    ``lengths`` (by_length): tokens per example; ``classes`` (balanced,
+    m_per_class): a hashable class per example; ``keys`` (no_duplicates): per
+    example a tuple of hashables, no two examples of a batch sharing one."""
     rng = _rng(seed, epoch)
     step = batch_size * world_size  # one global batch: every rank's share of a step
     if sampler in ("random", "by_length"):
@@ -51,8 +98,10 @@ def train_batches(n, batch_size, *, seed, epoch, sampler="random", lengths=None,
             batches.pop()  # ranks must run the same number of steps
         if sampler == "by_length":
             batches = [batches[i] for i in rng.permutation(len(batches))]
-    elif sampler in ("balanced", "m_per_class"):
-        batches = _class_batches(rng, n, step, np.asarray(classes), sampler, power, m)
+    elif sampler in CLASS_SAMPLERS:
+        batches = _class_batches(rng, n, batch_size, world_size, np.asarray(classes), sampler, power, m)
+    elif sampler == "no_duplicates":
+        batches = _no_duplicate_batches(rng.permutation(n), step, keys, world_size)
     else:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
     return [batch[rank::world_size].tolist() for batch in batches]
@@ -73,21 +122,46 @@ class _Cycle:
         return out
 
 
-def _class_batches(rng, n, step, classes, sampler, power, m):
+def _class_batches(rng, n, batch_size, world_size, classes, sampler, power, m):
     names = np.unique(classes)
     cycles = {c: _Cycle(np.flatnonzero(classes == c), rng) for c in names}
     counts = np.array([len(cycles[c].members) for c in names], dtype=float)
+    step = batch_size * world_size
     batches = []
     for _ in range(n // step if n >= step else 1):
         if sampler == "balanced":
             weights = counts ** power
             drawn = rng.choice(len(names), size=step, p=weights / weights.sum())
             picks = [i for c, k in zip(names, np.bincount(drawn, minlength=len(names))) for i in cycles[c].take(k)]
-        else:
-            per_batch = step // m
-            chosen = rng.choice(len(names), size=min(per_batch, len(names)), replace=False)
-            picks = [i for c in chosen for i in cycles[names[c]].take(m)]
-        batches.append(np.asarray(rng.permutation(picks)))
+            batches.append(np.asarray(rng.permutation(picks)))
+        else:  # one m-per-class batch per rank, interleaved so that batch[rank::world_size] is rank's
+            shares = []
+            for _ in range(world_size):
+                chosen = rng.choice(len(names), size=min(batch_size // m, len(names)), replace=False)
+                shares.append(rng.permutation([i for c in chosen for i in cycles[names[c]].take(m)]))
+            batches.append(np.stack(shares, axis=1).ravel())
+    return batches
+
+
+def _no_duplicate_batches(order, step, keys, world_size):
+    """Fill each batch from the front of the examples not yet placed,
+    skipping (deferring) one that shares a key with the batch."""
+    ids = {}  # each distinct key as a small int: cheap to hash
+    coded = [tuple(ids.setdefault(k, len(ids)) for k in keys[i]) for i in range(len(keys))]
+    remaining = dict.fromkeys(order.tolist())
+    batches = []
+    while remaining:
+        batch, taken = [], set()
+        for i in remaining:
+            if taken.isdisjoint(coded[i]):
+                batch.append(i)
+                taken.update(coded[i])
+                if len(batch) == step:
+                    break
+        for i in batch:
+            del remaining[i]
+        if len(batch) == step or (world_size == 1 and len(batch) > 1):
+            batches.append(np.asarray(batch))
     return batches
 
 

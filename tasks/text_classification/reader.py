@@ -150,6 +150,18 @@ class ClassificationReader(DatasetReader):
     def plan_model_args(self):
         return {"multi_label": self.multi_label}
 
+    def sampling_classes(self, features):
+        """The label; multi-label: the example's rarest label by training
+        frequency (ties: the first in the label set), -1 for no label."""
+        if not self.multi_label:
+            return [f["labels"] for f in features]
+        counts = np.sum([f["labels"] for f in features], axis=0) if features else None
+        classes = []
+        for f in features:
+            present = np.flatnonzero(f["labels"])
+            classes.append(int(present[np.argmin(counts[present])]) if len(present) else -1)
+        return classes
+
     def metric_names(self):
         """What :func:`classification_metrics` / :func:`multilabel_metrics` return as scalars, and the dev loss."""
         averages = [f"{a}_{m}" for a in ("macro", "micro", "weighted") for m in ("precision", "recall", "f1")]

@@ -29,6 +29,7 @@ from appzoo.data.tabular import (
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
+from appzoo.progress import note
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.triples import build_triples
 
@@ -173,6 +174,10 @@ class MatchingReader(DatasetReader):
                     for ids, types in zip(encoded["input_ids"], encoded["token_type_ids"])]
         return self._with_labels(features, examples, labels)
 
+    def sampling_classes(self, features):
+        """The label of a pair (pointwise training)."""
+        return [f["labels"] for f in features]
+
     def _with_labels(self, features, examples, labels):
         """Add each labelled example's label index to its feature."""
         for feature, example in zip(features, examples):
@@ -267,8 +272,10 @@ class PairwiseMatchingReader(SiameseMatchingReader):
     its negatives, at most ``max_triples_per_query`` drawn with ``seed``, plus
     ``random_negatives`` random texts per positive pair).
     ``negatives: "in_batch"`` trains on the positive pairs alone; the other
-    positives of a batch are the negatives (a batch keeps one pair per
-    distinct query and positive, so duplicates are not false negatives).
+    positives of a batch are the negatives. trainer.sampler ``no_duplicates``
+    (the default here) puts no two pairs that share a query or a positive in
+    one batch; under another sampler the collate keeps one pair per distinct
+    query and positive, so duplicates are not false negatives.
     """
 
     LABELS_IN_BATCH = False
@@ -299,6 +306,7 @@ class PairwiseMatchingReader(SiameseMatchingReader):
                                      positive=(positive_column, 1), negative=(negative_column, 2))
         self.train_format, self.negatives = train_format, negatives
         self.max_triples_per_query, self.random_negatives, self.seed = max_triples_per_query, random_negatives, seed
+        self.dropped_duplicates = 0  # in-batch pairs the collate left out of their batch (see collate)
 
     def read(self, path, split):
         if split != "train":
@@ -344,8 +352,19 @@ class PairwiseMatchingReader(SiameseMatchingReader):
     @property
     def batch_composition_matters(self):
         """In-batch negatives: a length-sorted batch would hold easy negatives
-        (trainer.group_by_length is then off unless set)."""
+        (trainer.sampler is then no_duplicates unless set)."""
         return self.negatives == "in_batch"
+
+    def sampling_classes(self, features):
+        return None  # triples and in-batch positive pairs have no class
+
+    def duplicate_keys(self, features):
+        """In-batch negatives: a pair's query and positive (as encoded, which
+        is what the collate compares); a batch mate sharing either would be a
+        false negative."""
+        if self.negatives != "in_batch":
+            return None
+        return [(tuple(f["query_input_ids"]), tuple(f["positive_input_ids"])) for f in features]
 
     def model_args(self, labels, train_examples):
         return {"negatives": self.negatives}
@@ -375,7 +394,13 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     def collate(self, features, pad_id):
         if self.negatives == "in_batch" and "positive_input_ids" in features[0]:
-            features = _distinct(features)
+            kept = _distinct(features)
+            if len(kept) < len(features):  # a safety net: trainer.sampler no_duplicates never lets this happen
+                if not self.dropped_duplicates:
+                    note("note: in-batch negatives: a pair whose query or positive repeats within its batch is "
+                         "left out of that batch (trainer.sampler no_duplicates defers it to a later batch instead)")
+                self.dropped_duplicates += len(features) - len(kept)
+            features = kept
         return super().collate(features, pad_id)
 
 
