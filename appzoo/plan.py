@@ -107,8 +107,19 @@ def _validate(config, do):
         if path is not None and not os.path.isfile(path):
             raise ConfigError(f"dataset_reader.{split}: no such file {path!r}")
 
+    if trainer.audit and "audit" not in modes:
+        modes = ["audit", *modes]
+    if trainer.amp != "off":
+        import paddle
+
+        if trainer.device == "cpu" or not paddle.is_compiled_with_cuda():
+            raise ConfigError(f"trainer.amp: {trainer.amp!r} needs a GPU: paddle's autocast has no effect on "
+                              f"CPU, so the run would be float32 anyway (use 'off', or a CUDA build of paddle)")
     init_from = trainer.init_from
-    if "train" not in modes and init_from is None:
+    if "audit" in modes and not data.train and init_from is None:
+        raise ConfigError("dataset_reader.train: required for trainer.do 'audit' (the vocabulary and label set "
+                          "come from it), unless trainer.init_from names a trained model")
+    if "train" not in modes and {"eval", "predict", "export"} & set(modes) and init_from is None:
         init_from = os.path.join(trainer.output_dir, "best")
         if not os.path.isdir(init_from):
             raise ConfigError(

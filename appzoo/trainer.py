@@ -82,6 +82,10 @@ class Trainer:
         in ``self.model``."""
         cfg = self.config
         self._prepare_sampler(train_features)
+        self._tokens_per_batch = None
+        if self.sampler == "by_length" and getattr(self.model, "LOSS_PER", "example") == "token":
+            tokens = sum(self.reader.loss_targets(f) for f in train_features)
+            self._tokens_per_batch = cfg.batch_size * tokens / max(1, len(train_features))
         per_epoch = len(self._epoch_steps(train_features, 0))
         if per_epoch == 0:
             if self.sampler == "no_duplicates":
@@ -187,6 +191,15 @@ class Trainer:
         if self.sampler in CLASS_SAMPLERS:
             check_class_count(self.sampler, cfg.batch_size, cfg.sampler_m, self._classes)
 
+    def _loss_share(self, features):
+        """1, or with length-grouped batches and a per-token loss (``LOSS_PER =
+        "token"``) the batch's tokens over the mean tokens of a batch: a batch
+        of short sentences then weighs what its tokens weigh in a random batch,
+        not as much as a batch of long ones."""
+        if self._tokens_per_batch is None:
+            return 1.0
+        return sum(self.reader.loss_targets(f) for f in features) / self._tokens_per_batch
+
     def _epoch_steps(self, features, epoch):
         """The steps of one epoch, each a list of micro-batches (of indices)."""
         cfg = self.config
@@ -228,10 +241,11 @@ class Trainer:
                     out = self._train_model(**self._inputs(batch))
                 # GradCache models (appzoo.losses.grad_cache) return the loss detached and the parts whose
                 # gradients add up to its own, each built when it is back-propagated
+                share = self._loss_share(features) / len(micro_batches)
                 for part in out["loss_parts"] if "loss_parts" in out else [out["loss"]]:
-                    part = part.astype("float32") / len(micro_batches)
+                    part = part.astype("float32") * share
                     (self.scaler.scale(part) if self.scaler else part).backward()
-                loss = out["loss"].astype("float32") / len(micro_batches)
+                loss = out["loss"].astype("float32") * share
             total = loss.detach() if total is None else total + loss.detach()
         if self.scaler:  # fp16: an overflow in the scaled gradients only skips the step (and lowers the scale)
             self.scaler.unscale_(self.optimizer)

@@ -5,7 +5,7 @@ from typing import Annotated, List, Literal, Optional, Union
 from appzoo.config import Key, check_fields
 from appzoo.errors import ConfigError
 
-MODES = ("train", "eval", "predict", "export")
+MODES = ("train", "eval", "predict", "export", "audit")
 
 
 def _not_blank(value, key_path):
@@ -25,9 +25,9 @@ class TrainerConfig:
 
     output_dir: Annotated[str, Key("folder for the run's outputs: best/, checkpoints/, metrics.json, logs",
                                    check=_not_blank)] = "output/run"
-    do: Annotated[Optional[List[Literal["train", "eval", "predict", "export"]]], Key(
-        "modes to run, in order (null: train, then eval on dev/test, then predict when a predict file is "
-        "set); --do overrides it")] = None
+    do: Annotated[Optional[List[Literal["train", "eval", "predict", "export", "audit"]]], Key(
+        "modes to run (null: train, then eval on dev/test, then predict when a predict file is set); "
+        "audit writes audit.md/audit.json about the data first; --do overrides it")] = None
     epochs: Annotated[int, Key("passes over the training data", ge=1)] = 3
     max_steps: Annotated[int, Key("optimizer steps to train for; overrides epochs", ge=1,
                                   also={-1: "use epochs"})] = -1
@@ -40,6 +40,8 @@ class TrainerConfig:
                                             "give this or warmup_steps", ge=0, lt=1)] = 0.0
     warmup_steps: Annotated[int, Key("steps spent warming the learning rate up from 0; give this or "
                                      "warmup_proportion", ge=0)] = 0
+    gradient_accumulation_steps: Annotated[int, Key(
+        "micro-batches of batch_size whose gradients add up to one optimizer step", ge=1)] = 1
     sampler: Annotated[Optional[Literal["random", "by_length", "balanced", "m_per_class", "no_duplicates"]], Key(
         "which examples make a training batch: random; by_length (seeded mega-batches of 50 batches sorted by "
         "length, batch order shuffled: little padding); balanced (classes drawn by count ** sampler_power); "
@@ -54,6 +56,10 @@ class TrainerConfig:
                                   "multiple of it", ge=1)] = 2
     group_by_length: Annotated[Optional[bool], Key(
         "shorthand for sampler by_length (true) or any other sampler (false); null: as sampler says")] = None
+    amp: Annotated[Literal["off", "bf16", "fp16"], Key(
+        "mixed precision on a GPU: bf16, or fp16 with a loss scaler; losses stay float32 (paddle's autocast "
+        "does nothing on CPU, so the plan refuses it there)")] = "off"
+    audit: Annotated[bool, Key("write audit.md/audit.json about the data before training (as --do audit)")] = False
     max_grad_norm: Annotated[float, Key("clip the global gradient norm to this (0: no clipping)", ge=0)] = 1.0
     adam_epsilon: Annotated[float, Key("AdamW epsilon", gt=0)] = 1e-8
     seed: Annotated[int, Key("random seed of paddle, numpy and python (shuffling, dropout, init)", ge=0)] = 42

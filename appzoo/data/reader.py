@@ -127,6 +127,11 @@ class DatasetReader:
         """Restore what :meth:`state` returned."""
 
     # ---- training batches (appzoo.data.sampler) ----------------------------
+    def loss_targets(self, feature):
+        """How many targets the loss of ``feature`` averages over (tokens for a
+        tagger): with length-grouped batches a per-token loss is weighted by it."""
+        return 1
+
     def sampling_classes(self, features):
         """The class of each training feature (a hashable, e.g. the label
         index), for trainer.sampler ``balanced`` and ``m_per_class``; None

@@ -43,6 +43,8 @@ class ErnieFcSeqLabel(_Tagger):
     (``ce``, weighted ``ce``, ``focal``, ``dice``, ``ghm``, ``ohem``, ...) comes
     from ``model.loss`` and sees only real tokens."""
 
+    LOSS_PER = "token"  # the loss averages over tokens: length-grouped batches are weighted by their tokens
+
     @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
                  loss: LossSection = None, dropout: Dropout = 0.1):

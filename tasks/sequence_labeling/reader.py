@@ -330,7 +330,8 @@ class SequenceLabelingReader(DatasetReader):
             for feature in feats:
                 spans.setdefault(feature["example"], []).append(feature["span"])
             cut = [n for n, s in spans.items() if len(s) > 1]
-            broken = [(n, kind, start, end) for n in cut for kind, start, end in entity_spans(examples[n]["tags"], self.scheme)
+            broken = [(n, kind, start, end) for n in cut
+                      for kind, start, end in entity_spans(examples[n]["tags"], self.scheme)
                       if not any(a <= start and end <= b for a, b in spans[n])]
             out[f"{split}: sentences cut into windows"] = len(cut)
             out[f"{split}: entities that no window holds whole"] = len(broken)
@@ -341,6 +342,9 @@ class SequenceLabelingReader(DatasetReader):
                                 f"(raise max_seq_len or window_overlap)")
         out["warnings"] = warnings
         return out
+
+    def loss_targets(self, feature):
+        return len(feature["positions"])
 
     def sampling_classes(self, features):
         """A window's rarest tag by training frequency (ties: the first in the

@@ -162,6 +162,47 @@ class MatchingReader(DatasetReader):
         counts = label_counts((e["label"] for e in train_examples), labels) if train_examples else None
         return {"num_labels": len(labels), "class_counts": counts}
 
+    def audit(self, splits, features, batch_size):
+        """Queries without a positive or a negative, duplicate pairs, and how
+        often random batches of positives would hold a false negative."""
+        out, warnings = {}, []
+        train = splits.get("train") or []
+        if not train or train[0].get("label") is None:
+            return out
+        by_query = {}
+        for e in train:
+            by_query.setdefault(e["text_a"], set()).add(e["label"] == self.positive_label)
+        no_pos = sum(1 for v in by_query.values() if True not in v)
+        no_neg = sum(1 for v in by_query.values() if False not in v)
+        pairs = [(e["text_a"], e["text_b"]) for e in train]
+        duplicates = len(pairs) - len(set(pairs))
+        out.update({"train queries": len(by_query), "queries without a positive": no_pos,
+                    "queries without a negative": no_neg, "duplicate pairs": duplicates})
+        if duplicates:
+            warnings.append(f"train: {duplicates} duplicate (text_a, text_b) pair(s)")
+        positives = [(e["text_a"], e["text_b"]) for e in train if e["label"] == self.positive_label]
+        if len(positives) > 1:
+            # a batch mate (query j, positive j) is a false negative for query i when
+            # query i = query j, positive i = positive j, or (query i, positive j) is a known positive
+            known = set(positives)
+            rng = np.random.RandomState(0)
+            false, mates = 0, 0
+            for _ in range(min(200, max(1, len(positives) // batch_size))):
+                drawn = rng.choice(len(positives), min(batch_size, len(positives)), replace=False)
+                batch = [positives[k] for k in drawn]
+                for i, (qi, pi) in enumerate(batch):
+                    for j, (qj, pj) in enumerate(batch):
+                        if i != j:
+                            mates += 1
+                            false += qi == qj or pi == pj or (qi, pj) in known
+            share = false / mates
+            out[f"in-batch false negatives at batch size {batch_size}"] = f"{share:.3%} of batch mates"
+            if share > 0.001:
+                warnings.append(f"train: at batch size {batch_size}, {share:.2%} of in-batch negatives are in fact "
+                                f"positives (repeated queries or texts)")
+        out["warnings"] = warnings
+        return out
+
     def texts(self, examples):
         for example in examples:
             yield example["text_a"]
