@@ -190,3 +190,53 @@ def test_fewer_examples_than_a_batch_still_train(tmp_path):
     t = trainer(tmp_path, max_steps=1, eval_steps=0)
     features, _ = split(t.reader)
     assert t.train(features[:1], None).global_step == 1
+
+
+def test_gradient_accumulation_equals_one_big_batch(tmp_path):
+    """Two micro-batches of 4 make the step one batch of 8 makes (the random
+    sampler cuts one permutation, so the 8 are the same examples)."""
+    weights = []
+    for name, size, k in (("big", 8, 1), ("accumulated", 4, 2)):
+        t = trainer(tmp_path / name, max_steps=3, eval_steps=0, batch_size=size, gradient_accumulation_steps=k,
+                    sampler="random")
+        features, _ = split(t.reader)
+        t.train(features, None)
+        weights.append({n: v.numpy() for n, v in t.model.state_dict().items()})
+    for name, value in weights[0].items():
+        np.testing.assert_allclose(weights[1][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_amp_keys_validate():
+    from appzoo.errors import ConfigError
+
+    assert TrainerConfig(amp="off").amp == "off"
+    with pytest.raises(ConfigError, match=r"trainer\.amp: expected one of 'off', 'bf16', 'fp16', got 'bf17'"):
+        TrainerConfig(amp="bf17")
+
+
+def test_amp_on_cpu_is_refused_at_plan_time():
+    from appzoo.config import load_param_file
+    from appzoo.errors import ConfigError
+    from appzoo.plan import validate
+
+    config = load_param_file("examples/cls_ernie_fc_ch.json")
+    config["trainer"].update({"amp": "bf16", "device": "cpu"})
+    with pytest.raises(ConfigError, match=r"trainer\.amp: 'bf16' needs a GPU: paddle's autocast has no effect on CPU"):
+        validate(config)
+
+
+def test_length_grouped_batches_weigh_a_per_token_loss_by_its_tokens(tmp_path):
+    class TokenReader(ToyReader):
+        def loss_targets(self, feature):
+            return len(feature["x"])
+
+    t = trainer(tmp_path, TokenReader(), max_steps=1, eval_steps=0, sampler="by_length")
+    t.model.LOSS_PER = "token"
+    features, _ = split(t.reader)
+    t.train(features, None)
+    mean = sum(len(f["x"]) for f in features) / len(features)
+    assert t._tokens_per_batch == pytest.approx(4 * mean)
+    assert t._loss_share(features[:4]) == pytest.approx(sum(len(f["x"]) for f in features[:4]) / (4 * mean))
+    plain = trainer(tmp_path / "plain", max_steps=1, eval_steps=0, sampler="by_length")
+    plain.train(features, None)
+    assert plain._loss_share(features[:4]) == 1.0  # a per-example loss is not reweighted
