@@ -12,6 +12,7 @@ import os
 import pytest
 
 from appzoo.config import load_param_file
+from appzoo.errors import ConfigError
 from appzoo.plan import validate
 
 RECIPES = sorted(glob.glob("examples/reproduce/*.json"))
@@ -47,7 +48,7 @@ def test_recipe_plans_with_its_encoder_and_with_a_tiny_one(path, tmp_path):
     trainer = config["trainer"]
     assert trainer["output_dir"].startswith("output/reproduce/")
     assert trainer["device"] == "gpu"
-    assert "amp" not in trainer  # TODO when the trainer has trainer.amp: turn it on in every recipe
+    assert trainer["amp"] == "bf16"
     encoder = config["model"]["encoder"]["pretrained"]
     assert encoder in ENCODERS
     known = {**ErnieModel.pretrained_init_configuration, **BertModel.pretrained_init_configuration}
@@ -56,6 +57,12 @@ def test_recipe_plans_with_its_encoder_and_with_a_tiny_one(path, tmp_path):
 
     _stand_in_data(config, tmp_path)
     config["trainer"]["output_dir"] = str(tmp_path / "out")
+    import paddle
+
+    if not paddle.is_compiled_with_cuda():  # the plan refuses amp where autocast does nothing
+        with pytest.raises(ConfigError, match=r"trainer\.amp: 'bf16' needs a GPU"):
+            validate(copy.deepcopy(config), path)
+        config["trainer"]["amp"] = "off"
     plan = validate(copy.deepcopy(config), path)  # keys, loss, metric, the encoder's name
     assert plan.encoder.pretrained == encoder
     assert plan.trainer.batch_size == trainer["batch_size"] and plan.trainer.epochs == trainer["epochs"]
