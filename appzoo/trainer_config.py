@@ -54,6 +54,9 @@ class TrainerConfig:
         "0.5: square root, 0: uniform)", ge=0, le=1)] = 0.5
     sampler_m: Annotated[int, Key("m_per_class: examples of each class in a batch; batch_size must be a "
                                   "multiple of it", ge=1)] = 2
+    sampler_mega_batches: Annotated[int, Key(
+        "by_length: batches per mega-batch that is sorted by length (more: less padding, batches of more "
+        "uniform length)", ge=1)] = 50
     group_by_length: Annotated[Optional[bool], Key(
         "shorthand for sampler by_length (true) or any other sampler (false); null: as sampler says")] = None
     amp: Annotated[Literal["off", "bf16", "fp16"], Key(
