@@ -167,16 +167,16 @@ def check_value(key_path, value, annotation):
             check_value(f"{key_path}[{i}]", item, args[0])
 
 
-def parameters(target, injected=()):
+def parameters(target, supplied=()):
     """``{name: (inspect.Parameter, annotation)}`` of the keys ``target`` (a
     class or a function) accepts, in signature order. A constructor that
     passes ``**kwargs`` on to its base class accepts the base's keys too: the
-    class hierarchy (MRO) is followed while each one does. ``injected`` names
+    class hierarchy (MRO) is followed while each one does. ``supplied`` names
     parameters the framework passes itself; they are not keys."""
     if inspect.isclass(target) and dataclasses.is_dataclass(target):
         hints = typing.get_type_hints(target, include_extras=True)
         return {f.name: (inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default),
-                         hints[f.name]) for f in dataclasses.fields(target) if f.name not in injected}
+                         hints[f.name]) for f in dataclasses.fields(target) if f.name not in supplied}
     funcs = [c.__init__ for c in target.__mro__ if "__init__" in vars(c) and c is not object] \
         if inspect.isclass(target) else [target]
     params = {}
@@ -184,14 +184,14 @@ def parameters(target, injected=()):
         hints = typing.get_type_hints(func, include_extras=True)
         signature = inspect.signature(func).parameters
         for name, p in signature.items():
-            if name != "self" and name not in injected and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            if name != "self" and name not in supplied and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 params.setdefault(name, (p, hints.get(name, _NO_DEFAULT)))  # the subclass's wins
         if not any(p.kind == p.VAR_KEYWORD for p in signature.values()):
             break
     return params
 
 
-def check_kwargs(target, section, key_path, injected=(), label=None, also_accepted=()):
+def check_kwargs(target, section, key_path, supplied=(), label=None, also_accepted=()):
     """Validate ``section`` (a dict) against the annotated signature of
     ``target`` (see :func:`parameters`) and return it unchanged.
 
@@ -202,7 +202,7 @@ def check_kwargs(target, section, key_path, injected=(), label=None, also_accept
     label = label or getattr(target, "__name__", str(target))
     if not isinstance(section, dict):
         raise ConfigError(f"{key_path}: expected an object, got {section!r}")
-    params = parameters(target, injected)
+    params = parameters(target, supplied)
     for key, value in section.items():
         if key in also_accepted:
             continue

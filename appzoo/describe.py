@@ -25,12 +25,12 @@ def _register():
 
 
 def components(target):
-    """``[(title, section key path, target, injected)]`` for ``target``:
+    """``[(title, section key path, target, supplied)]`` for ``target``:
     ``trainer``, ``dataset_reader`` (the keys every reader shares),
     ``encoder``, ``model.NAME``, ``reader.NAME`` or ``loss.NAME``."""
     from appzoo.data.reader import DatasetReader
     from appzoo.encoders import EncoderSpec
-    from appzoo.losses.build import INJECTED as LOSS_INJECTED
+    from appzoo.losses.build import SUPPLIED as LOSS_SUPPLIED
     from appzoo.plan import DatasetConfig
     from appzoo.trainer_config import TrainerConfig
 
@@ -45,19 +45,19 @@ def components(target):
         return [("model.encoder", "model.encoder", EncoderSpec, ())]
     if kind == "model" and name:
         cls = MODELS.get(name, "--describe model")
-        return [(f"model.type: {name}", "model", cls, cls.INJECTED)]
+        return [(f"model.type: {name}", "model", cls, cls.MODEL_ARGS)]
     if kind == "reader" and name:
         return [(f"dataset_reader.type: {name}", "dataset_reader", READERS.get(name, "--describe reader"), ())]
     if kind == "loss" and name:
-        return [(f"model.loss.name: {name}", "model.loss", LOSSES.get(name, "--describe loss"), LOSS_INJECTED)]
+        return [(f"model.loss.name: {name}", "model.loss", LOSSES.get(name, "--describe loss"), LOSS_SUPPLIED)]
     raise ConfigError(f"--describe {target!r}: unknown target{did_you_mean(target, TARGETS)} "
                       f"(accepted: {', '.join(TARGETS)})")
 
 
-def rows(cls, injected=()):
+def rows(cls, supplied=()):
     """``[(key, type, default, range, help)]`` of the keys ``cls`` accepts."""
     out = []
-    for name, (param, annotation) in parameters(cls, injected).items():
+    for name, (param, annotation) in parameters(cls, supplied).items():
         key = key_of(annotation)
         default = "required" if param.default is _NO_DEFAULT else json.dumps(param.default)
         limits = key.describe_range() if key else ""
@@ -70,9 +70,9 @@ def rows(cls, injected=()):
 def describe(target):
     """The text ``--describe TARGET`` prints."""
     lines = []
-    for title, _, cls, injected in components(target):
+    for title, _, cls, supplied in components(target):
         lines.append(f"{title}")
-        for name, kind, default, limits, help_text in rows(cls, injected):
+        for name, kind, default, limits, help_text in rows(cls, supplied):
             accepted = f"; {limits}" if limits else ""
             lines.append(f"  {name}: {kind}{accepted}; default {default}")
             lines.append(f"      {help_text}")
@@ -86,9 +86,9 @@ def _md(text):
     return str(text).replace("|", "\\|")
 
 
-def _table(cls, injected):
+def _table(cls, supplied):
     lines = ["| key | type | default | range | help |", "|---|---|---|---|---|"]
-    for row in rows(cls, injected):
+    for row in rows(cls, supplied):
         name, *rest = row
         lines.append(f"| `{name}` | " + " | ".join(_md(cell) for cell in rest) + " |")
     return lines
@@ -131,12 +131,12 @@ def markdown():
     for heading, targets in sections:
         out += ["", f"## {heading}"]
         for target in targets:
-            for title, _, cls, injected in components(target):
+            for title, _, cls, supplied in components(target):
                 out += ["", f"### {title}", ""] if title != heading else [""]
                 doc = (cls.__doc__ or "").strip().split("\n\n")[0]
                 if "." in target and doc and not doc.startswith("See "):  # a registered component
                     out += [" ".join(doc.split()), ""]
-                out += _table(cls, injected)
+                out += _table(cls, supplied)
     return "\n".join(out) + "\n"
 
 

@@ -136,7 +136,8 @@ def _validate(config, do):
     encoder = parse_encoder_spec(encoder) if encoder is not None else None
     builds_encoder = encoder is not None and init_from is None  # else the saved encoder is used (runner.prepare)
     check_model_sources(encoder if builds_encoder else None, init_from, data.max_seq_len)
-    check_kwargs(model_class, model_section, "model", injected=model_class.INJECTED, label=model_class.__name__)
+    # MODEL_ARGS: what the toolkit supplies (the encoder and reader.model_args()), never the param file
+    check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
     reader.check_plan(data)
     _check_sampler(trainer, reader, data.type)

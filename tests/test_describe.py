@@ -22,8 +22,8 @@ def test_docs_params_md_is_up_to_date():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_key_has_help_and_a_default_its_annotation_accepts(target):
-    for _, path, cls, injected in components(target):
-        for name, (param, annotation) in parameters(cls, injected).items():
+    for _, path, cls, supplied in components(target):
+        for name, (param, annotation) in parameters(cls, supplied).items():
             text = describe(target)
             assert f"  {name}: " in text
             assert text.split(f"  {name}: ", 1)[1].split("\n")[1].strip(), f"{target}: {name} has no help"

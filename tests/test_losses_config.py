@@ -56,7 +56,7 @@ def test_balanced_needs_class_counts():
         build_loss({"name": "ce", "class_weights": [1.0, 2.0]}, class_counts=[5, 1, 2])
     with pytest.raises(ConfigError, match=r"model\.loss\.alpha: 'balanced' only applies with mode 'softmax'"):
         build_loss({"name": "focal", "mode": "sigmoid", "alpha": "balanced"}, class_counts=[1, 2])
-    # class_counts is injected by the trainer, never a user key
+    # class_counts is supplied by the trainer, never a user key
     with pytest.raises(ConfigError, match=r"model\.loss\.class_counts: unknown key"):
         build_loss({"name": "ce", "class_counts": [1, 2]})
 

@@ -6,7 +6,7 @@ from appzoo.errors import ConfigError
 from appzoo.losses.base import FAMILIES, LossParamError
 from appzoo.registry import LOSSES
 
-INJECTED = ("class_counts", "key_path")
+SUPPLIED = ("class_counts", "key_path")
 
 
 def losses_for(family):
@@ -49,10 +49,10 @@ def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
             raise ConfigError(f"{key_path}.name: {name!r} does not fit a {' or '.join(families)} model "
                               f"(losses that fit: {', '.join(fits)})")
     kwargs = {k: v for k, v in cfg.items() if k != "name"}
-    check_kwargs(cls, kwargs, key_path, injected=INJECTED, label=name)
+    check_kwargs(cls, kwargs, key_path, supplied=SUPPLIED, label=name)
     accepted = inspect.signature(cls.__init__).parameters
-    injected = {"class_counts": class_counts, "key_path": key_path}
-    kwargs.update({k: v for k, v in injected.items() if k in accepted})
+    supplied = {"class_counts": class_counts, "key_path": key_path}
+    kwargs.update({k: v for k, v in supplied.items() if k in accepted})
     try:
         return in_float32(cls(**kwargs))
     except LossParamError as err:

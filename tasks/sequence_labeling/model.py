@@ -16,7 +16,7 @@ from tasks.sequence_labeling.schemes import transition_masks
 
 class _Tagger(paddle.nn.Layer):
     READERS = ("sequence_labeling",)
-    INJECTED = ("encoder", "num_labels", "class_counts", "tag_names", "scheme")
+    MODEL_ARGS = ("encoder", "num_labels", "class_counts", "tag_names", "scheme")
     LOSS_FAMILY = "classification"
 
     def __init__(self, encoder, num_labels, dropout):

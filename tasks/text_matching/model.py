@@ -9,19 +9,20 @@ from appzoo.config import Key, check_args
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
 from appzoo.losses.grad_cache import grad_cache
-from appzoo.models import Dropout, LossSection, Pooling, check_classification_loss, classification_loss, encode, pool
+from appzoo.models import (
+    Dropout, LossSection, Pooling, PooledClassifier, check_classification_loss, classification_loss, encode, pool,
+)
 from appzoo.registry import MODELS
-from tasks.text_classification.model import ErnieFcClassification
 
 
 @MODELS.register("ErnieMatchingFcPointwise")
-class ErnieMatchingFcPointwise(ErnieFcClassification):
+class ErnieMatchingFcPointwise(PooledClassifier):
     """Cross-encoder: ``[CLS] a [SEP] b [SEP]`` -> pooled -> dropout -> linear
     over the two labels (the text classifier on a text pair); any single-label
     classification loss."""
 
     READERS = ("text_matching",)
-    INJECTED = ("encoder", "num_labels", "class_counts")
+    MODEL_ARGS = ("encoder", "num_labels", "class_counts")
 
     @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, loss: LossSection = None,
@@ -54,7 +55,7 @@ class ErnieMatchingSiamesePointwise(_Siamese):
     -> linear over the two labels; any single-label classification loss."""
 
     READERS = ("text_matching_siamese",)
-    INJECTED = ("encoder", "num_labels", "class_counts")
+    MODEL_ARGS = ("encoder", "num_labels", "class_counts")
     LOSS_FAMILY = "classification"
 
     @check_args("model")
@@ -110,7 +111,7 @@ class ErnieMatchingSiamesePairwise(_Siamese):
     """
 
     READERS = ("text_matching_pairwise",)
-    INJECTED = ("encoder", "negatives")
+    MODEL_ARGS = ("encoder", "negatives")
     LOSS_FAMILY = ("pair", "embedding")
 
     @check_args("model")
