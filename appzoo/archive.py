@@ -28,6 +28,7 @@ point leaves a resumable folder (see :data:`FAULT_POINTS`).
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -85,13 +86,13 @@ def _fsync(path):
         os.close(fd)
 
 
-def write_text(path, text):
-    """Write ``text`` to ``path`` atomically: a temporary file in the same
+def write_bytes(path, data):
+    """Write ``data`` to ``path`` atomically: a temporary file in the same
     folder, flushed to disk, then renamed over ``path``."""
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -99,6 +100,19 @@ def write_text(path, text):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_text(path, text):
+    """:func:`write_bytes` of ``text`` in UTF-8."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_json(path, obj):

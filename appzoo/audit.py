@@ -12,7 +12,6 @@ import collections
 
 import numpy as np
 
-from appzoo.data.sampler import feature_length
 
 #: a split's largest class over its smallest above this is worth a warning
 IMBALANCE_WARNING = 10.0
@@ -40,7 +39,7 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
                 warn(f"{split}: {len(missing)} label(s) of the label set never occur: {_clip(missing)}")
         feats = features.get(split) or []
         if feats:
-            lengths = np.array([feature_length(f) for f in feats])
+            lengths = np.array([_longest(f) for f in feats])
             row["length_percentiles"] = {f"p{q}": int(np.percentile(lengths, q)) for q in (50, 90, 99)}
             row["length_percentiles"]["max"] = int(lengths.max())
             full = int((lengths >= max_seq_len).sum())
@@ -75,12 +74,18 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
     return report
 
 
+def _longest(feature):
+    """Tokens of a feature's longest input (a pair's two texts are two inputs)."""
+    return max((len(v) for k, v in feature.items() if k.endswith("input_ids")), default=0)
+
+
 def key_of(example):
     """The text an example is about: a text, a token sequence, or a pair."""
     if "text" in example:
         return example["text"]
-    if "tokens" in example:
-        return " ".join(example["tokens"])
+    if "tokens" in example:  # characters (Chinese) join without spaces, words with them
+        tokens = example["tokens"]
+        return "".join(tokens) if all(len(t) == 1 for t in tokens) else " ".join(tokens)
     if "text_a" in example:
         return f"{example['text_a']}\t{example['text_b']}"
     if "query" in example:

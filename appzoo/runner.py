@@ -7,13 +7,12 @@ Only then is the output folder locked and written, through
 :mod:`appzoo.archive`, which owns every file format in it.
 """
 import dataclasses
-import hashlib
 import os
 import tempfile
 import time
 
 from appzoo import archive, interrupts
-from appzoo.archive import RunFolder
+from appzoo.archive import RunFolder, file_sha256
 from appzoo.errors import ConfigError, Interrupted
 from appzoo.plan import SPLITS
 from appzoo.progress import note
@@ -165,7 +164,7 @@ def _resume_point(plan, folder):
             raise ConfigError(f"trainer.resume: {checkpoint!r} is not a complete checkpoint folder "
                               f"(no {archive.MARKER} marker)")
     saved = archive.read_json(os.path.join(checkpoint, "config.json"), "config of a checkpoint")
-    changed = _changed_keys(saved, plan.config)
+    changed = changed_keys(saved, plan.config)
     if changed:
         key, old, new = changed[0]
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
@@ -180,7 +179,7 @@ def _resume_point(plan, folder):
     return checkpoint
 
 
-def _changed_keys(saved, current):
+def changed_keys(saved, current):
     """``[(key.path, saved value, current value)]`` of the settings that matter."""
     out = []
     for section in ("dataset_reader", "model", "trainer"):
@@ -200,14 +199,6 @@ def _short(value, width=60):
 
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ----------------------------------------------------------------------- modes

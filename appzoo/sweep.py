@@ -234,12 +234,12 @@ def _complete(metrics, do):
 
 def _check_same_settings(folder, plan):
     """A run folder left by a sweep with other settings is not reused silently."""
-    from appzoo.runner import _changed_keys
+    from appzoo.runner import changed_keys
 
     path = os.path.join(folder, "config.json")
     if not os.path.exists(path):
         return
-    changed = _changed_keys(archive.read_json(path, "config of a sweep run"), plan.config)
+    changed = changed_keys(archive.read_json(path, "config of a sweep run"), plan.config)
     if changed:
         key, old, new = changed[0]
         raise ConfigError(f"sweep: {folder} was run with {key}={json.dumps(old)}, this sweep says "

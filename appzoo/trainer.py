@@ -206,7 +206,7 @@ class Trainer:
         micro = train_batches(len(features), cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=self.sampler,
                               lengths=self._lengths, classes=self._classes, keys=self._keys,
                               power=getattr(cfg, "sampler_power", 0.5), m=getattr(cfg, "sampler_m", 2),
-                              mega_batches=getattr(cfg, "sampler_mega_batches", 50),
+                              mega_batches=getattr(cfg, "sampler_mega_batches", 8),
                               rank=self.rank, world_size=self.world_size)
         k = getattr(cfg, "gradient_accumulation_steps", 1)
         return [micro[i:i + k] for i in range(0, len(micro), k)]

@@ -29,6 +29,9 @@ import urllib.request
 import zipfile
 from typing import Callable, Dict, List, Tuple
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from appzoo.archive import file_sha256, write_bytes  # noqa: E402  (atomic writes, one home)
+
 BASE_URL = "https://raw.githubusercontent.com"
 TIMEOUT_S = 10
 NO_LICENCE = "the repository states no licence for the data; check the original terms before redistributing"
@@ -220,14 +223,6 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def relative_url(dataset, raw):
     return f"{dataset.repo}/{dataset.commit}/{raw.path}"
 
@@ -264,17 +259,7 @@ def fetch(dataset, raw, mirror=None, base_url=BASE_URL, timeout=TIMEOUT_S):
 
 def write_atomic(path, data):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_bytes(path, data)
 
 
 def is_present(dataset, dest):

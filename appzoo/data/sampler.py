@@ -78,7 +78,7 @@ def _rng(seed, epoch):
 
 
 def train_batches(n, batch_size, *, seed, epoch, sampler="random", lengths=None, classes=None, keys=None,
-                  mega_batches=50, power=0.5, m=2, rank=0, world_size=1):
+                  mega_batches=8, power=0.5, m=2, rank=0, world_size=1):
     """Index lists for one epoch of ``n`` examples (see the module docstring).
 
     ``lengths`` (by_length): tokens per example; ``classes`` (balanced,
