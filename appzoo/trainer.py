@@ -82,10 +82,6 @@ class Trainer:
         in ``self.model``."""
         cfg = self.config
         self._prepare_sampler(train_features)
-        self._tokens_per_batch = None
-        if self.sampler == "by_length" and getattr(self.model, "LOSS_PER", "example") == "token":
-            tokens = sum(self.reader.loss_targets(f) for f in train_features)
-            self._tokens_per_batch = cfg.batch_size * tokens / max(1, len(train_features))
         per_epoch = len(self._epoch_steps(train_features, 0))
         if per_epoch == 0:
             if self.sampler == "no_duplicates":
@@ -190,6 +186,10 @@ class Trainer:
         self._keys = reader.duplicate_keys(features) if self.sampler == "no_duplicates" else None
         if self.sampler in CLASS_SAMPLERS:
             check_class_count(self.sampler, cfg.batch_size, cfg.sampler_m, self._classes)
+        self._tokens_per_batch = None  # see _loss_share
+        if self.sampler == "by_length" and getattr(self.model, "LOSS_PER", "example") == "token":
+            tokens = sum(reader.loss_targets(f) for f in features)
+            self._tokens_per_batch = cfg.batch_size * tokens / max(1, len(features))
 
     def _loss_share(self, features):
         """1, or with length-grouped batches and a per-token loss (``LOSS_PER =

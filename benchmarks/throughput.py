@@ -88,6 +88,7 @@ def toolkit_loop(plan, prepared, features, order, warmup):
     trainer = Trainer(prepared.model, prepared.reader, prepared.tokenizer, prepared.labels, plan.trainer,
                       plan.trainer.output_dir, run_config=plan.config, model_args=prepared.model_args)
     trainer.build_optimizer(len(order))
+    trainer._prepare_sampler(features)  # as train() does: the sampler's state and the per-token loss weights
     times = []
     for step, batch in enumerate(order):
         start = time.perf_counter()
