@@ -68,6 +68,24 @@ TABLES = [
                        'model.loss=[{"name":"ce"},{"name":"ce","class_weights":"balanced"},'
                        '{"name":"focal","gamma":2.0},{"name":"ghm"}]',
                        sizes=("trainer.max_steps=400", "trainer.eval_steps=200"))]},
+    # issue 11: batches for imbalance and in-batch negatives
+    {"title": "AFQMC in-batch InfoNCE: batches that drop duplicates vs the deferring sampler", "data": "afqmc",
+     "metric": "dev AUC", "anchors": "—",
+     "sweeps": [_sweep("mtch_afqmc_siamese_infonce.json", "afqmc_inbatch_sampler", "trainer.sampler=random,no_duplicates",
+                       sizes=("trainer.epochs=1",))]},
+    {"title": "AFQMC in-batch InfoNCE: batch 32 vs 256, plain vs cached (GradCache, mini-batches of 32)",
+     "data": "afqmc", "metric": "dev AUC", "anchors": "—",
+     "sweeps": [_sweep("mtch_afqmc_siamese_infonce.json", "afqmc_inbatch_cached", "trainer.batch_size=32,256",
+                       'model.loss=[{"name":"infonce","temperature":0.05},'
+                       '{"name":"infonce","temperature":0.05,"cache_mini_batch_size":32}]', sizes=("trainer.epochs=1",))]},
+    {"title": "TNEWS: random vs balanced (power 0.5) vs m_per_class (m 8) batches", "data": "tnews",
+     "metric": "dev macro-F1", "anchors": "—",
+     "sweeps": [_sweep("cls_tnews_fc.json", "tnews_sampler", "trainer.sampler=random,balanced,m_per_class",
+                       sizes=("trainer.max_steps=400", "trainer.eval_steps=200", "trainer.sampler_m=8"))]},
+    {"title": "Weibo NER: random vs balanced batches", "data": "weibo", "metric": "entity micro-F1",
+     "anchors": "—",
+     "sweeps": [_sweep("ner_weibo_fc_ce.json", "weibo_sampler", "trainer.sampler=random,balanced",
+                       sizes=("trainer.epochs=3",))]},
 ]
 
 
