@@ -110,7 +110,7 @@ class Trainer:
                     running.append(self._train_step([[train_features[i] for i in b] for b in group]))
                     self.state.step_in_epoch += 1
                     self.state.global_step += 1
-                    step, lr = self.state.global_step, self.optimizer.get_lr()
+                    step = self.state.global_step
                     bar.update(1)
                     if step % cfg.logging_steps == 0:
                         self._log_loss(running, started)

@@ -43,7 +43,8 @@ class TrainerConfig:
     gradient_accumulation_steps: Annotated[int, Key(
         "micro-batches of batch_size whose gradients add up to one optimizer step", ge=1)] = 1
     sampler: Annotated[Optional[Literal["random", "by_length", "balanced", "m_per_class", "no_duplicates"]], Key(
-        "which examples make a training batch: random; by_length (seeded mega-batches of sampler_mega_batches batches sorted by "
+        "which examples make a training batch: random; by_length (seeded mega-batches of sampler_mega_batches "
+        "batches sorted by "
         "length, batch order shuffled: little padding); balanced (classes drawn by count ** sampler_power); "
         "m_per_class (sampler_m examples of each of batch_size / sampler_m classes); no_duplicates (in-batch "
         "negatives: a pair whose query or positive is already in the batch waits for a later one). Classes: "

@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from appzoo.archive import file_sha256, write_bytes  # noqa: E402  (atomic writes, one home)

@@ -139,7 +139,7 @@ def main():
             best = train(param_file, overrides, os.path.join(tmp, f"run{i}"))
             results += bench(name, best, split, args.threads, args.repeats)
 
-    print(f"\n| workload | engine | examples | samples/s | vs dygraph | same predictions |\n|---|---|---|---|---|---|")
+    print("\n| workload | engine | examples | samples/s | vs dygraph | same predictions |\n|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['workload']} | {r['engine']} | {r['examples']} | {r['samples_per_s']} | "
               f"{r['vs_dygraph']:.2f} | {'yes' if r['same_as_dygraph'] else 'NO'} |")

@@ -6,7 +6,6 @@ import json
 import math
 import os
 
-import numpy as np
 import paddle
 import pytest
 

@@ -9,7 +9,6 @@ and the rows of ``predictions.jsonl``. The trainer only moves batches.
 import contextlib
 import os
 from collections import Counter
-from collections import Counter
 from typing import Annotated, Literal
 
 from appzoo.data.encoding import IGNORE_INDEX, collate

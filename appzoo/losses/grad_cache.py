@@ -30,8 +30,8 @@ CacheMiniBatchSize = Annotated[Optional[int], Key("GradCache: embed the batch in
 def check_cache(mini_batch_size, reduction):
     """A loss's ``cache_mini_batch_size``: caching back-propagates one scalar loss."""
     if mini_batch_size is not None and reduction == "none":
-        raise LossParamError("cache_mini_batch_size", f"needs a scalar loss (reduction 'mean' or 'sum'), got "
-                                                      f"reduction 'none'")
+        raise LossParamError("cache_mini_batch_size", "needs a scalar loss (reduction 'mean' or 'sum'), got "
+                                                      "reduction 'none'")
     return mini_batch_size
 
 
