@@ -295,17 +295,9 @@ def _predictor_for(plan, prepared, trainer, folder):
 
 def _export(trainer, folder):
     """Export into ``<output_dir>/inference`` (a new folder swapped in whole)."""
-    target = folder.path("inference")
-    tmp = f"{target}.tmp-{os.getpid()}"
-    trainer.export(tmp)
-    if os.path.exists(target):
-        old = f"{target}.old-{os.getpid()}"
-        os.rename(target, old)
-        os.rename(tmp, target)
-        archive._remove(old)
-    else:
-        os.rename(tmp, target)
-    return target
+    from appzoo.predictor import export
+
+    return export(trainer.model, folder.path("inference"))
 
 
 def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels):

@@ -409,13 +409,6 @@ class Trainer:
         to_unique = {n: p.name for n, p in self.model.named_parameters()}
         self.optimizer.set_state_dict({_rename(k, to_unique): v for k, v in state.items()})
 
-    def export(self, folder):
-        """Static graph for ``paddle.inference`` (model.json (PIR) or model.pdmodel, + params)."""
-        self.model.eval()
-        static = paddle.jit.to_static(self.model.forward, input_spec=self.model.input_spec(), full_graph=True)
-        paddle.jit.save(static, os.path.join(folder, "model"))
-        return folder
-
     # ------------------------------------------------------------- helpers
     def _log(self, row):
         self.history.append(row)
