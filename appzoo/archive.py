@@ -175,6 +175,17 @@ def _remove(path):
         shutil.rmtree(path)
 
 
+def swap_in(tmp, folder):
+    """Rename the complete folder ``tmp`` to ``folder``, replacing what was there."""
+    if not os.path.exists(folder):
+        os.rename(tmp, folder)
+        return
+    old = f"{folder}.old-{os.getpid()}"
+    os.rename(folder, old)
+    os.rename(tmp, folder)
+    _remove(old)
+
+
 def _disk_error(what, folder, error, kept):
     reason = error.strerror or str(error)
     hint = " (free some space)" if error.errno == errno.ENOSPC else ""
@@ -428,13 +439,7 @@ class RunFolder:
             fault("checkpoint.files")
             write_text(os.path.join(tmp, MARKER), "")
             fault("checkpoint.marker")
-            if os.path.exists(folder):  # the same step saved again (an interrupt right after an eval)
-                old = os.path.join(self.checkpoints, f".step-{step}.old-{os.getpid()}")
-                os.rename(folder, old)
-                os.rename(tmp, folder)
-                _remove(old)
-            else:
-                os.rename(tmp, folder)
+            swap_in(tmp, folder)  # over the same step saved again (an interrupt right after an eval)
             fault("checkpoint.rename")
         except OSError as e:
             _remove(tmp)

@@ -77,12 +77,7 @@ def export(model, folder):
     model.eval()
     static = paddle.jit.to_static(model.forward, input_spec=model.input_spec(), full_graph=True)
     paddle.jit.save(static, os.path.join(tmp, "model"))
-    old = f"{folder}.old-{os.getpid()}"
-    if os.path.exists(folder):
-        os.rename(folder, old)
-    os.rename(tmp, folder)
-    if os.path.exists(old):
-        archive._remove(old)
+    archive.swap_in(tmp, folder)
     return folder
 
 
