@@ -5,7 +5,9 @@
 
 ``--sweep KEY=V1,V2`` gives one axis: a JSON list is the list of values, else
 the text is split on commas and each value is parsed as JSON when it parses
-(as ``--set`` does). Several ``--sweep`` flags make a grid; the first setting
+(as ``--set`` does). ``--sweep 'K1,K2=[[a1,a2],[b1,b2]]'`` is one axis that
+sets several keys together, for settings that are not a grid (CRF vs softmax
++ ce vs softmax + dice). Several ``--sweep`` flags make a grid; the first setting
 of the grid is the baseline. ``--seeds N`` runs every setting with
 ``trainer.seed + 0 .. N-1``.
 
@@ -77,33 +79,31 @@ class Sweep:
 
 # ------------------------------------------------------------------ parsing
 def parse_axes(specs):
-    """``["KEY=V1,V2", ...]`` -> ``[(key, [values])]``, every mistake one line."""
-    axes = []
+    """``["KEY=V1,V2", ...]`` -> ``[(key, [values])]``, every mistake one line.
+
+    ``K1,K2=[[a1,a2],[b1,b2]]`` is one axis that sets several keys together
+    (settings that are not a grid, e.g. CRF vs softmax + ce vs softmax + dice):
+    its key is the tuple ``(K1, K2)`` and each value a list of one value per key.
+    """
+    axes, taken = [], []
     for spec in specs:
         key, sep, raw = spec.partition("=")
         key, raw = key.strip(), raw.strip()
         if not sep or not key:
             raise ConfigError(f"--sweep {spec!r}: expected KEY.PATH=V1,V2,... e.g. model.loss.name=ce,focal")
-        parts = key.split(".")
-        if parts[0] not in SECTIONS:
-            raise ConfigError(f"--sweep {spec!r}: {parts[0]}: unknown section{did_you_mean(parts[0], SECTIONS)} "
-                              f"(accepted: {', '.join(SECTIONS)})")
-        if len(parts) < 2 or not all(p.strip() for p in parts):
-            raise ConfigError(f"--sweep {spec!r}: {key!r} is not a key path; expected SECTION.KEY, "
-                              f"e.g. model.loss.name")
-        if key in SET_BY_SWEEP:
-            raise ConfigError(f"--sweep {spec!r}: {key} is set by the sweep for each run "
-                              f"(use --seeds N for seeds; the runs go under trainer.output_dir/sweep/)")
-        clash = [k for k, _ in axes if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
-        if clash:
-            raise ConfigError(f"--sweep {spec!r}: {key} overlaps another --sweep axis {clash[0]}; "
-                              f"give one axis per key")
+        keys = [k.strip() for k in key.split(",")]
+        for k in keys:
+            _check_key(spec, k, taken)
+            taken.append(k)
         if raw.startswith("["):
             try:
                 values = json.loads(raw)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"--sweep {spec!r}: the values start with '[' but are not a JSON list ({e})") \
                     from None
+        elif len(keys) > 1:
+            raise ConfigError(f"--sweep {spec!r}: an axis of {len(keys)} keys takes a JSON list of lists, one "
+                              f"value per key, e.g. '{key}=[[v1, v2], [w1, w2]]'")
         else:
             items = [v.strip() for v in raw.split(",")]
             if any(not v for v in items):
@@ -112,12 +112,34 @@ def parse_axes(specs):
             values = [parse_value(v) for v in items]
         if not values:
             raise ConfigError(f"--sweep {spec!r}: no values")
+        if len(keys) > 1:
+            wrong = [v for v in values if not isinstance(v, list) or len(v) != len(keys)]
+            if wrong:
+                raise ConfigError(f"--sweep {spec!r}: each value must be a list of {len(keys)} values "
+                                  f"({', '.join(keys)}), got {json.dumps(wrong[0])}")
         seen = [json.dumps(v, sort_keys=True) for v in values]
         twice = [text for i, text in enumerate(seen) if text in seen[:i]]
         if twice:
             raise ConfigError(f"--sweep {spec!r}: the value {twice[0]} is given twice")
-        axes.append((key, values))
+        axes.append((tuple(keys) if len(keys) > 1 else key, values))
     return axes
+
+
+def _check_key(spec, key, taken):
+    parts = key.split(".")
+    if parts[0] not in SECTIONS:
+        raise ConfigError(f"--sweep {spec!r}: {parts[0]}: unknown section{did_you_mean(parts[0], SECTIONS)} "
+                          f"(accepted: {', '.join(SECTIONS)})")
+    if len(parts) < 2 or not all(p.strip() for p in parts):
+        raise ConfigError(f"--sweep {spec!r}: {key!r} is not a key path; expected SECTION.KEY, "
+                          f"e.g. model.loss.name")
+    if key in SET_BY_SWEEP:
+        raise ConfigError(f"--sweep {spec!r}: {key} is set by the sweep for each run "
+                          f"(use --seeds N for seeds; the runs go under trainer.output_dir/sweep/)")
+    clash = [k for k in taken if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
+    if clash:
+        raise ConfigError(f"--sweep {spec!r}: {key} overlaps another --sweep key {clash[0]}; "
+                          f"give each key once")
 
 
 def _slug(value):
@@ -147,7 +169,9 @@ def grid(axes):
     """The settings, first axis slowest; names made unique."""
     settings, used = [], set()
     for combo in itertools.product(*[values for _, values in axes]):
-        overrides = dict(zip([key for key, _ in axes], combo))
+        overrides = {}
+        for (key, _), value in zip(axes, combo):
+            overrides.update(zip(key, value) if isinstance(key, tuple) else [(key, value)])
         name = setting_name(overrides)
         base, i = name, 2
         while name.lower() in used:  # case-insensitive file systems

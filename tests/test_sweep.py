@@ -150,6 +150,18 @@ def test_values_split_on_commas_parse_as_json_or_come_from_a_json_list():
         ("model.loss", [{"name": "focal", "gamma": 1}, {"name": "dice"}])]
 
 
+def test_an_axis_of_several_keys_sets_them_together():
+    axes = sweep.parse_axes(['model.type,model.loss=[["Crf", null], ["Fc", null], ["Fc", {"name": "dice"}]]',
+                             "trainer.learning_rate=0.1,0.2"])
+    assert axes[0] == (("model.type", "model.loss"), [["Crf", None], ["Fc", None], ["Fc", {"name": "dice"}]])
+    settings = sweep.grid(axes)
+    assert len(settings) == 6
+    assert settings[0].overrides == {"model.type": "Crf", "model.loss": None, "trainer.learning_rate": 0.1}
+    assert settings[5].overrides == {"model.type": "Fc", "model.loss": {"name": "dice"},
+                                     "trainer.learning_rate": 0.2}
+    assert settings[4].name == "type=Fc__loss=name-dice__learning_rate=0.1"
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--sweep", "model.loss.name=ce,focall"],
      r"sweep setting 'loss.name=focall': model\.loss\.name: 'focall' is not a registered loss; did you mean 'focal'"),
@@ -162,6 +174,12 @@ def test_values_split_on_commas_parse_as_json_or_come_from_a_json_list():
     (["--sweep", "trainer.seed=1,2"], r"trainer\.seed is set by the sweep"),
     (["--sweep", "model.loss=[]"], r"no values"),
     (["--sweep", "model.loss.name=ce", "--sweep", "model.loss=[{\"name\":\"ce\"}]"], r"overlaps another"),
+    (["--sweep", "model.loss.name,model.dropout=ce,focal"], r"an axis of 2 keys takes a JSON list of lists"),
+    (["--sweep", 'model.loss.name,model.dropout=[["ce", 0.1], ["focal"]]'],
+     r"each value must be a list of 2 values \(model\.loss\.name, model\.dropout\), got \[\"focal\"\]"),
+    (["--sweep", "model.loss.name,model.loss=[[1, 2]]"], r"overlaps another"),
+    (["--sweep", 'model.dropout,model.lose.name=[[0.1, "ce"]]'],
+     r"sweep setting 'dropout=0.1__lose.name=ce': model\.lose"),
     (["--sweep", "trainer.batch_size=8,-1"], r"sweep setting 'batch_size=-1': trainer\.batch_size: must be >= 1"),
     (["--sweep", "model.dropout=0.1,2"], r"sweep setting 'dropout=2': model\.dropout"),
     (["--seeds", "0"], r"--seeds: must be >= 1, got 0"),
