@@ -218,3 +218,22 @@ def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
         for s in table["sweeps"]:
             assert s["command"] in text
     assert "python benchmarks/get_data.py weibo" in text
+    for recipe in os.listdir(results_book.RECIPES):
+        assert f"| `{recipe}` |" in text, "every GPU recipe is listed"
+
+
+def test_the_book_shows_a_recipe_result_once_its_run_left_metrics(tmp_path):
+    recipes = tmp_path / "reproduce"
+    recipes.mkdir()
+    for name, out in (("ner_weibo_x.json", "ran"), ("mtch_lcqmc_x.json", "never")):
+        (recipes / name).write_text(json.dumps({
+            "model": {"type": "ErnieCrfSeqLabel", "encoder": {"pretrained": "ernie-3.0-base-zh"}},
+            "trainer": {"output_dir": str(tmp_path / out), "epochs": 10, "batch_size": 16, "learning_rate": 5e-5,
+                        "amp": "bf16"}}))
+    (tmp_path / "ran").mkdir()
+    (tmp_path / "ran" / "metrics.json").write_text(json.dumps({"test": {"micro_f1": 0.68123, "loss": 1.0}}))
+    rows = {line.split("|")[1].strip(): line for line in results_book.recipes_section(str(recipes))
+            if line.startswith("| `")}
+    assert rows["`ner_weibo_x.json`"].endswith("| test: micro_f1 0.6812 |")
+    assert "`get_data.py weibo`" in rows["`ner_weibo_x.json`"] and "10 × 16, 5e-05, bf16" in rows["`ner_weibo_x.json`"]
+    assert "not run (no " in rows["`mtch_lcqmc_x.json`"] and "no pinned source" in rows["`mtch_lcqmc_x.json`"]
