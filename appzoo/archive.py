@@ -228,6 +228,10 @@ def read_best(folder):
 
 
 # ------------------------------------------------------------------- folder
+class FolderInUse(UserError):
+    """The output folder is locked by a live process."""
+
+
 class RunFolder:
     """An output folder: its lock, ``best/``, checkpoints and result files."""
 
@@ -246,7 +250,7 @@ class RunFolder:
 
     # ---- lock ----------------------------------------------------------
     def lock(self):
-        """Take the folder for this process (creating it); UserError when a
+        """Take the folder for this process (creating it); FolderInUse when a
         live process holds it. The lock is an ``flock`` on the folder itself,
         so a dead holder's lock is gone with it; ``.lock`` only says who."""
         os.makedirs(self.root, exist_ok=True)
@@ -255,18 +259,33 @@ class RunFolder:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = "another run"
-            try:
-                with open(self.path(LOCK_INFO), encoding="utf-8") as f:
-                    info = json.load(f)
-                holder = f"another run (pid {info['pid']} on {info['host']}, since {info['started']})"
-            except (OSError, ValueError, KeyError):
-                pass
-            raise UserError(f"trainer.output_dir: {self.root!r} is in use by {holder}; wait for it to "
-                            f"finish or choose another trainer.output_dir") from None
+            raise FolderInUse(f"trainer.output_dir: {self.root!r} is in use by {self._holder()}; wait for it to "
+                              f"finish or choose another trainer.output_dir") from None
         self._lock_fd = fd
         write_json(self.path(LOCK_INFO), {"pid": os.getpid(), "host": socket.gethostname(),
                                           "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+
+    def in_use(self):
+        """Who holds the folder's lock (a live process), else None; takes nothing."""
+        if self._lock_fd is not None or not os.path.isdir(self.root):
+            return None
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        except BlockingIOError:
+            return self._holder()
+        finally:
+            os.close(fd)
+
+    def _holder(self):
+        try:
+            with open(self.path(LOCK_INFO), encoding="utf-8") as f:
+                info = json.load(f)
+            return f"another run (pid {info['pid']} on {info['host']}, since {info['started']})"
+        except (OSError, ValueError, KeyError):
+            return "another run"
 
     def unlock(self):
         if self._lock_fd is None:

@@ -19,6 +19,9 @@ runs: a run whose ``metrics.json`` is complete is skipped, a run with a
 checkpoint is resumed from it, and a run that saved a model but neither is
 redone. Stopping a sweep and starting it again with the same command
 therefore continues it; a run folder made with other settings is an error.
+Each run's state is read again just before it starts and a run folder
+locked by another live process is left to it, so the same command started
+twice shares the runs between two workers.
 
 The results (``sweep.json``, ``sweep.md``, ``sweep.png`` in
 ``<output_dir>/sweep/``) give per setting the mean and the sample standard
@@ -63,6 +66,7 @@ class SweepRun:
     folder: str
     plan: object
     state: str  # "done" (skipped), "resume", "redo" or "new"
+    config: dict = None  # the run's param tree before the sweep's per-state trainer keys
 
 
 @dataclasses.dataclass
@@ -218,19 +222,27 @@ def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
             run_config = copy.deepcopy(config)
             for key, value in setting.overrides.items():
                 _set(run_config, key, value)
+            run_config.setdefault("trainer", {}).update(output_dir=folder, seed=seed)
             state = run_state(folder, do if do is not None else base.do)
-            run_config.setdefault("trainer", {}).update(output_dir=folder, seed=seed, resume=state == "resume",
-                                         overwrite_output_dir=state in ("done", "redo"))
-            try:
-                plan = validate(run_config, param_path, do=do)
-            except ConfigError as e:
-                raise ConfigError(f"sweep setting {setting.name!r}: {e}") from None
-            _check_same_settings(folder, plan)
-            runs.append(SweepRun(setting, seed, folder, plan, state))
+            plan = _plan_run(run_config, state, param_path, do, setting.name)
+            runs.append(SweepRun(setting, seed, folder, plan, state, run_config))
     greater = base.trainer.greater_is_better
     if greater is None:
         greater = not base.metric.endswith("loss")  # the trainer's rule
     return Sweep(root, settings, runs, seed_list, base.metric, greater, command, param_path)
+
+
+def _plan_run(run_config, state, param_path, do, name):
+    from appzoo.plan import validate
+
+    run_config = copy.deepcopy(run_config)
+    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in ("done", "redo"))
+    try:
+        plan = validate(run_config, param_path, do=do)
+    except ConfigError as e:
+        raise ConfigError(f"sweep setting {name!r}: {e}") from None
+    _check_same_settings(plan.trainer.output_dir, plan)
+    return plan
 
 
 def run_state(folder, do):
@@ -272,7 +284,12 @@ def _check_same_settings(folder, plan):
 
 # ------------------------------------------------------------------- running
 def run_sweep(sweep):
-    """Run what is not done yet; returns the summary written to sweep.json."""
+    """Run what is not done yet; returns the summary written to sweep.json.
+
+    Each run's state is read again just before it starts, and a run whose
+    folder another live process holds is left to it, so the same sweep command
+    started in two terminals shares the runs (two workers); the last one to
+    finish writes the complete results."""
     from appzoo import runner
 
     todo = [r for r in sweep.runs if r.state != "done"]
@@ -281,15 +298,35 @@ def run_sweep(sweep):
     enabled = sweep.runs[0].plan.trainer.progress_bar
     bar = progress(total=len(sweep.runs), initial=len(sweep.runs) - len(todo), desc="sweep", unit="run",
                    disable=not enabled)
+    elsewhere = []
     try:
         for r in todo:
+            holder = RunFolder(r.folder).in_use()
+            if holder is None and r.config is not None:
+                state = run_state(r.folder, r.plan.do)
+                if state == "done":
+                    note(f"sweep: {r.setting.name} seed {r.seed} was finished by another worker; skipped")
+                    bar.update(1)
+                    continue
+                if state != r.state:  # another worker started it and stopped: resume or redo its folder
+                    r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
             what = "resuming" if r.state == "resume" else "running"
-            note(f"sweep: {what} {r.setting.name} seed {r.seed} -> {r.folder}")
-            runner.run(r.plan)
+            try:
+                if holder is not None:
+                    raise archive.FolderInUse(holder)
+                note(f"sweep: {what} {r.setting.name} seed {r.seed} -> {r.folder}")
+                runner.run(r.plan)
+            except archive.FolderInUse:
+                note(f"sweep: {r.setting.name} seed {r.seed} is being run by {holder or 'another run'}; left to it")
+                elsewhere.append(r)
+                continue
             bar.update(1)
             write_results(sweep)
     finally:
         bar.close()
+    if elsewhere:
+        note(f"sweep: {len(elsewhere)} run(s) were left to another worker; the results are complete once it "
+             f"finishes (or run this command again)")
     return write_results(sweep)
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 
 import numpy as np
@@ -107,6 +108,57 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_on
     assert run_trainer.main(args) == 0 and calls == [], "a finished sweep runs nothing"
     # the same folders with other settings are not reused silently
     assert run_trainer.main(args + ["--set", "model.dropout=0.3"]) == 2
+
+
+def test_two_workers_share_a_sweep_a_run_finished_by_the_other_is_skipped(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = tiny(out, "--sweep", "model.loss.name=ce", "--seeds", "3")
+    real_run = runner.run
+    outer, inner = [], []
+
+    def run(plan):
+        seed = plan.trainer.seed
+        if inner or outer:  # the second worker, started while the first trains its first run
+            inner.append(seed)
+            return real_run(plan)
+        outer.append(seed)
+        result = real_run(plan)
+        assert run_trainer.main(args) == 0  # the other worker: 42 is done, it runs 43 and 44
+        return result
+
+    monkeypatch.setattr(runner, "run", run)
+    assert run_trainer.main(args) == 0
+    assert outer == [42] and inner == [43, 44], "each run once: the first worker skips what the second finished"
+    err = "".join(capsys.readouterr())
+    assert "sweep: loss.name=ce seed 43 was finished by another worker; skipped" in err
+    assert read(out / "sweep" / "sweep.json")["runs_finished"] == 3
+
+
+def test_a_run_another_live_process_holds_is_left_to_it(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = tiny(out, "--sweep", "model.loss.name=ce", "--seeds", "3")
+    held = str(out / "sweep" / "loss.name=ce" / "seed-43")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); "
+                               f"from appzoo.archive import RunFolder; RunFolder({held!r}).lock(); "
+                               f"print('locked', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    real_run = runner.run
+    calls = []
+    monkeypatch.setattr(runner, "run", lambda plan: calls.append(plan.trainer.seed) or real_run(plan))
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert run_trainer.main(args) == 0
+        err = "".join(capsys.readouterr())
+        assert calls == [42, 44]
+        assert f"sweep: loss.name=ce seed 43 is being run by another run (pid {holder.pid} on" in err
+        assert "1 run(s) were left to another worker" in err
+        assert read(out / "sweep" / "sweep.json")["runs_finished"] == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    calls.clear()
+    assert run_trainer.main(args) == 0 and calls == [43], "once the holder is gone the run is done here"
+    assert read(out / "sweep" / "sweep.json")["runs_finished"] == 3
 
 
 @pytest.mark.parametrize("baseline, values, greater, expected", [
