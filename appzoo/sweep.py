@@ -48,7 +48,8 @@ from appzoo.registry import did_you_mean
 #: Trainer keys the sweep sets for each of its runs.
 SET_BY_SWEEP = ("trainer.output_dir", "trainer.seed", "trainer.resume", "trainer.overwrite_output_dir")
 #: Test (or dev) metrics shown next to the metric the best model is chosen on, when a task reports them.
-HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy")
+#: Matching reports accuracy at its tuned threshold and at argmax (the published anchors' accuracy).
+HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy", "argmax_accuracy")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
 MAX_NAME = 80
 
