@@ -318,7 +318,7 @@ def run_sweep(sweep):
                 note(f"sweep: {what} {r.setting.name} seed {r.seed} -> {r.folder}")
                 runner.run(r.plan)
             except archive.FolderInUse:
-                note(f"sweep: {r.setting.name} seed {r.seed} is being run by {holder or 'another run'}; left to it")
+                note(f"sweep: {r.setting.name} seed {r.seed} is held by {holder or 'another run'}; left to it")
                 elsewhere.append(r)
                 continue
             bar.update(1)

@@ -150,7 +150,7 @@ def test_a_run_another_live_process_holds_is_left_to_it(tmp_path, monkeypatch, c
         assert run_trainer.main(args) == 0
         err = "".join(capsys.readouterr())
         assert calls == [42, 44]
-        assert f"sweep: loss.name=ce seed 43 is being run by another run (pid {holder.pid} on" in err
+        assert f"sweep: loss.name=ce seed 43 is held by another run (pid {holder.pid} on" in err
         assert "1 run(s) were left to another worker" in err
         assert read(out / "sweep" / "sweep.json")["runs_finished"] == 2
     finally:
