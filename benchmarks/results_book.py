@@ -114,7 +114,12 @@ def sizes(summary):
             data, trainer = config.get("dataset_reader", {}), config.get("trainer", {})
             encoder = config.get("model", {}).get("encoder")
             steps = _read(os.path.join(run["folder"], "metrics.json")).get("train", {}).get("steps")
-            files = ", ".join(f"{split} `{data[split]}`" for split in ("train", "dev", "test") if data.get(split))
+            files = [f"{split} `{data[split]}`" for split in ("train", "dev", "test") if data.get(split)]
+            if data.get("dev_from_train"):  # dev carved out of train: say so rather than name the train file twice
+                files = [f for f in files if not f.startswith("dev ")]
+                files.insert(1, f"dev {data['dev_from_train']:g} of train (dev_from_train, split_seed "
+                                f"{data.get('split_seed')})")
+            files = ", ".join(files)
             length = f"max_steps {trainer['max_steps']}" if trainer.get("max_steps", -1) > 0 \
                 else f"{trainer.get('epochs')} epoch(s)"
             return (f"{files}; max_seq_len {data.get('max_seq_len')}; encoder `{json.dumps(encoder)}`; {length}, "

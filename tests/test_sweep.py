@@ -274,6 +274,20 @@ def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
         assert f"| `{recipe}` |" in text, "every GPU recipe is listed"
 
 
+def test_the_book_says_when_dev_is_carved_out_of_train(tmp_path):
+    run = tmp_path / "seed-42"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({
+        "dataset_reader": {"train": "t.txt", "dev": "t.txt", "dev_from_train": 0.05, "split_seed": 13,
+                           "test": "x.txt", "max_seq_len": 128},
+        "model": {"encoder": {"config": "configs/ernie_tiny.json"}}, "trainer": {"epochs": 1, "batch_size": 64}}))
+    (run / "metrics.json").write_text(json.dumps({"train": {"steps": 752}}))
+    text = results_book.sizes({"settings": [{"runs": [{"folder": str(run)}]}]})
+    assert text.startswith("train `t.txt`, dev 0.05 of train (dev_from_train, split_seed 13), test `x.txt`; "
+                           "max_seq_len 128;")
+    assert text.endswith("1 epoch(s), batch size 64, 752 training steps per run")
+
+
 def test_the_book_shows_a_recipe_result_once_its_run_left_metrics(tmp_path):
     recipes = tmp_path / "reproduce"
     recipes.mkdir()
