@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from appzoo.sweep import markdown  # noqa: E402  (the sweep's own table, so the two never differ)
+from appzoo.sweep import markdown, verdict  # noqa: E402  (the sweep's own table, so the two never differ)
 
 DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
 SEEDS = "3"
@@ -69,6 +69,7 @@ TABLES = [
                        '{"name":"infonce","temperature":0.05}]', sizes=("trainer.epochs=1",))]},
     {"title": "MRPC: all-MiniLM-L6-v2, three epochs", "data": "mrpc", "metric": "F1",
      "anchors": "measured: HF + torch, the same model, 83.24; BERT-large 88.0 → 88.92 with dice (Li et al. 2020)",
+     "verdict_on": "test.f1",
      "sweeps": [_sweep("mtch_mrpc_minilm_fc_pointwise.json", "mrpc", "model.loss.name=ce,focal,dice",
                        sizes=("trainer.num_threads=1",))]},
     {"title": "TNEWS: tiny ERNIE from scratch", "data": "tnews", "metric": "dev macro-F1 and accuracy",
@@ -135,7 +136,18 @@ def environment_line(env):
     return f"{env.get('cpu')}, {env.get('cores')} cores{gpu}; {versions}"
 
 
-def sweep_section(folder, command=None):
+def also_verdicts(summary, key):
+    """The sweep's verdict rule applied to another of its key metrics (the one a paper reports)."""
+    if key not in summary["key_metrics"] or key == summary["primary_metric"]:
+        return []
+    rows = summary["settings"]
+    values = [[run["metrics"][key] for run in row["runs"] if run["metrics"].get(key) is not None] for row in rows]
+    said = [f"{row['setting']}: {verdict(values[0], v, summary['greater_is_better'])}"
+            for row, v in zip(rows[1:], values[1:])]
+    return [f"Verdicts on `{key}` by the same rule, against {rows[0]['setting']}: {'; '.join(said)}.", ""]
+
+
+def sweep_section(folder, command=None, verdict_on=None):
     """One sweep: how it was made and its table (markdown of appzoo.sweep)."""
     path = os.path.join(folder, "sweep.json")
     if not os.path.exists(path):
@@ -151,7 +163,8 @@ def sweep_section(folder, command=None):
              f"- Sweep folder: `{folder}`", ""]
     table = markdown(summary).splitlines()
     lines += table[next(i for i, line in enumerate(table) if line.startswith("Seeds ")):]  # heading, command: above
-    return lines + [""]
+    lines.append("")
+    return lines + (also_verdicts(summary, verdict_on) if verdict_on else [])
 
 
 RECIPES = os.path.join("examples", "reproduce")
@@ -210,7 +223,7 @@ def book(tables, recipes=True):
             lines += ["```bash", f"python benchmarks/get_data.py {table['data']}",
                       *[s["command"] for s in table["sweeps"]], "python benchmarks/results_book.py", "```", ""]
         for sweep in table["sweeps"]:
-            lines += sweep_section(sweep["folder"], sweep.get("command"))
+            lines += sweep_section(sweep["folder"], sweep.get("command"), table.get("verdict_on"))
     if recipes:
         lines += recipes_section()
     return "\n".join(lines).rstrip("\n") + "\n"

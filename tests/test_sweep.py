@@ -274,6 +274,18 @@ def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
         assert f"| `{recipe}` |" in text, "every GPU recipe is listed"
 
 
+def test_the_book_can_judge_another_key_metric_by_the_same_rule():
+    def row(name, f1s):
+        return {"setting": name, "runs": [{"metrics": {"test.auc": 0.8, "test.f1": f}} for f in f1s]}
+
+    summary = {"key_metrics": ["dev.auc", "test.auc", "test.f1"], "primary_metric": "test.auc",
+               "greater_is_better": True,
+               "settings": [row("ce", [0.80, 0.81, 0.82]), row("focal", [0.90, 0.91, 0.92]), row("dice", [0.81, 0.8])]}
+    assert results_book.also_verdicts(summary, "test.f1") == [
+        "Verdicts on `test.f1` by the same rule, against ce: focal: better; dice: tie.", ""]
+    assert results_book.also_verdicts(summary, "test.auc") == [] and results_book.also_verdicts(summary, "x") == []
+
+
 def test_the_book_says_when_dev_is_carved_out_of_train(tmp_path):
     run = tmp_path / "seed-42"
     run.mkdir()
