@@ -344,6 +344,23 @@ def test_dice_alpha_zero_is_plain_soft_dice():
     np.testing.assert_allclose(val(got), plain, rtol=RTOL)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 0.1])
+def test_self_adjusting_dice_bottoms_out_short_of_certainty(alpha):
+    """(1-p)^a p peaks at p = 1/(1+a): there a positive's sigmoid loss is lowest. With the softmax
+    over two classes the two terms meet at p = 0.5 for a = 1 (symmetry), which ties a binary decision;
+    that is how dice collapsed on MRPC (docs/losses.md)."""
+    p = np.linspace(0.005, 0.995, 199)
+    got = val(L.dice_loss(t(np.log(p / (1 - p))), t(np.ones_like(p)), alpha=alpha, mode="sigmoid", reduction="none"))
+    assert abs(p[int(np.argmin(got))] - 1 / (1 + alpha)) <= 0.005
+    logits = np.stack([np.zeros_like(p), np.log(p / (1 - p))], axis=1)  # softmax gives p to class 1
+    labels = np.ones(len(p), dtype=np.int64)
+    got = val(L.dice_loss(t(logits), ti(labels), alpha=alpha, reduction="none"))
+    low = p[int(np.argmin(got))]
+    assert low == p[int(np.argmin(ref_dice_softmax(logits, labels, alpha, 1.0, True)))] and low < 0.95
+    if alpha == 1.0:
+        assert abs(low - 0.5) <= 0.005
+
+
 # ------------------------------------------------------------------ ghm
 def test_ghm_matches_mmdetection_reference():
     valid = MH != IGN
