@@ -67,7 +67,7 @@ class SweepRun:
     folder: str
     plan: object
     state: str  # "done" (skipped), "resume", "redo" or "new"
-    config: dict = None  # the run's param tree before the sweep's per-state trainer keys
+    config: dict  # the run's param tree before the sweep's per-state trainer keys
 
 
 @dataclasses.dataclass
@@ -303,7 +303,7 @@ def run_sweep(sweep):
     try:
         for r in todo:
             holder = RunFolder(r.folder).in_use()
-            if holder is None and r.config is not None:
+            if holder is None:
                 state = run_state(r.folder, r.plan.do)
                 if state == "done":
                     note(f"sweep: {r.setting.name} seed {r.seed} was finished by another worker; skipped")
@@ -311,18 +311,17 @@ def run_sweep(sweep):
                     continue
                 if state != r.state:  # another worker started it and stopped: resume or redo its folder
                     r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
-            what = "resuming" if r.state == "resume" else "running"
-            try:
-                if holder is not None:
-                    raise archive.FolderInUse(holder)
-                note(f"sweep: {what} {r.setting.name} seed {r.seed} -> {r.folder}")
-                runner.run(r.plan)
-            except archive.FolderInUse:
-                note(f"sweep: {r.setting.name} seed {r.seed} is held by {holder or 'another run'}; left to it")
-                elsewhere.append(r)
-                continue
-            bar.update(1)
-            write_results(sweep)
+                note(f"sweep: {'resuming' if r.state == 'resume' else 'running'} {r.setting.name} seed {r.seed} "
+                     f"-> {r.folder}")
+                try:
+                    runner.run(r.plan)
+                    bar.update(1)
+                    write_results(sweep)
+                    continue
+                except archive.FolderInUse:  # taken between the check and the lock
+                    holder = "another run"
+            note(f"sweep: {r.setting.name} seed {r.seed} is held by {holder}; left to it")
+            elsewhere.append(r)
     finally:
         bar.close()
     if elsewhere:
@@ -392,9 +391,9 @@ def summarise(sweep):
             "wall_time_s": {"mean": statistics.fmean(walls) if walls else None, "total": sum(walls)},
             "runs": per_run,
         })
-    base_values = _values(rows[0], primary)
+    base_values = run_values(rows[0], primary)
     for i, row in enumerate(rows):
-        row["verdict"] = "baseline" if i == 0 else verdict(base_values, _values(row, primary),
+        row["verdict"] = "baseline" if i == 0 else verdict(base_values, run_values(row, primary),
                                                            sweep.greater_is_better)
     return {"param_path": sweep.param_path, "command": sweep.command, "seeds": sweep.seeds,
             "metric_for_best": sweep.metric, "primary_metric": primary, "key_metrics": keys,
@@ -431,7 +430,8 @@ def environment():
     return {"cpu": cpu, "cores": cores, "gpu": gpu, "versions": versions}
 
 
-def _values(row, key):
+def run_values(row, key):
+    """The per-run values of ``key`` in a summary row (runs without it left out)."""
     return [p["metrics"][key] for p in row["runs"] if p["metrics"][key] is not None]
 
 
@@ -473,7 +473,7 @@ def plot(summary, path):
     # settings down the y axis (first on top), so long setting names stay readable
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(rows)))
     for y, row in enumerate(rows):
-        values = _values(row, key)
+        values = run_values(row, key)
         stats = row["metrics"][key]
         if stats["mean"] is not None:
             ax.errorbar([stats["mean"]], [y], xerr=[stats["std"] or 0.0], fmt="o", capsize=5, color="tab:blue")

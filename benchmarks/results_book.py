@@ -19,7 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from appzoo.sweep import markdown, verdict  # noqa: E402  (the sweep's own table, so the two never differ)
+from appzoo.archive import write_text  # noqa: E402
+# the sweep's own table, verdict rule and headline metrics, so the book and sweep.md never differ
+from appzoo.sweep import HEADLINE_METRICS, markdown, run_values, verdict  # noqa: E402
 
 DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
 SEEDS = "3"
@@ -145,7 +147,7 @@ def also_verdicts(summary, key):
     if key not in summary["key_metrics"] or key == summary["primary_metric"]:
         return []
     rows = summary["settings"]
-    values = [[run["metrics"][key] for run in row["runs"] if run["metrics"].get(key) is not None] for row in rows]
+    values = [run_values(row, key) for row in rows]
     said = [f"{row['setting']}: {verdict(values[0], v, summary['greater_is_better'])}"
             for row, v in zip(rows[1:], values[1:])]
     return [f"Verdicts on `{key}` by the same rule, against {rows[0]['setting']}: {'; '.join(said)}.", ""]
@@ -175,7 +177,6 @@ RECIPES = os.path.join("examples", "reproduce")
 #: Data sets a recipe reads that get_data cannot fetch (no pinned source in ../shared/data/SOURCES.md).
 UNPINNED = {"lcqmc": "not fetched by get_data (no pinned source yet): put LCQMC's train/dev/test as "
                      "`text_a<TAB>text_b<TAB>label` files in `data/benchmarks/matching/lcqmc/`"}
-HEADLINE = ("micro_f1", "f1", "macro_f1", "auc", "accuracy")
 
 
 def _recipe_result(output_dir):
@@ -185,7 +186,7 @@ def _recipe_result(output_dir):
         return f"not run (no `{path}`)"
     metrics = _read(path)
     split = "test" if "test" in metrics else "dev"
-    values = [f"{name} {metrics[split][name]:.4f}" for name in HEADLINE if isinstance(metrics.get(split, {}).get(name),
+    values = [f"{name} {metrics[split][name]:.4f}" for name in HEADLINE_METRICS if isinstance(metrics.get(split, {}).get(name),
                                                                                        (int, float))]
     return f"{split}: {', '.join(values) or 'no headline metric'}"
 
@@ -235,13 +236,6 @@ def book(tables, recipes=True):
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def write(path, text):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="*", metavar="SWEEP_DIR",
@@ -257,7 +251,7 @@ def main(argv=None):
                   for f in args.folders]
     else:
         tables = TABLES
-    write(args.out, book(tables, recipes=not args.folders))
+    write_text(args.out, book(tables, recipes=not args.folders))
     print(f"wrote {args.out}")
     return 0
 
