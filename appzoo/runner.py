@@ -50,25 +50,34 @@ def run(plan):
     with interrupts.handled():
         resume_from = _resume_point(plan, folder)
         prepared = prepare(plan)
-        if not is_main:
-            return _modes(plan, prepared, folder, resume_from, started)
-        folder.lock()
         try:
-            message = folder.recover()
-            if message:
-                note(message)
-            if "train" in plan.do and not resume_from:
-                folder.replace_run()
-            try:
+            if not is_main:
                 return _modes(plan, prepared, folder, resume_from, started)
-            except BaseException as error:
-                if folder.rollback_replace() and isinstance(error, Interrupted):
-                    raise Interrupted(error.signum, f"{error.signal_name}: stopped before the new run saved "
-                                                    f"a model; the older run in {folder.root} is kept as it "
-                                                    f"was") from None
-                raise
+            return _main_rank(plan, prepared, folder, resume_from, started)
         finally:
-            folder.unlock()
+            if prepared.work_dir is not None:
+                prepared.work_dir.cleanup()
+
+
+def _main_rank(plan, prepared, folder, resume_from, started):
+    """Run the modes in the locked run folder, putting an older run back when the new one saved nothing."""
+    folder.lock()
+    try:
+        message = folder.recover()
+        if message:
+            note(message)
+        if "train" in plan.do and not resume_from:
+            folder.replace_run()
+        try:
+            return _modes(plan, prepared, folder, resume_from, started)
+        except BaseException as error:
+            if folder.rollback_replace() and isinstance(error, Interrupted):
+                raise Interrupted(error.signum, f"{error.signal_name}: stopped before the new run saved "
+                                                f"a model; the older run in {folder.root} is kept as it "
+                                                f"was") from None
+            raise
+    finally:
+        folder.unlock()
 
 
 def _set_up(plan):

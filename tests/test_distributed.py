@@ -12,7 +12,7 @@ import pytest
 ARGS = ["run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json", "--do", "train,eval",
         "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.logging_steps=2",
         "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", LIBC_FATAL_STDERR_="1")  # glibc aborts print to the log, not a tty
 
 
 def _check(done, log_dir):
@@ -31,9 +31,11 @@ def _metrics(out):
 def one_launcher(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("one")
     out = tmp / "out"
+    (tmp / "tmp").mkdir()
     cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir", str(tmp / "log"),
            *ARGS, "--set", f"trainer.output_dir={out}"]
-    _check(subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300), tmp / "log")
+    _check(subprocess.run(cmd, env=dict(ENV, TMPDIR=str(tmp / "tmp")), capture_output=True, text=True, timeout=300),
+           tmp / "log")
     return out
 
 
@@ -61,3 +63,9 @@ def test_two_launchers_of_one_process_match_one_launcher_of_two(one_launcher, tm
         stdout, stderr = node.communicate(timeout=300)
         _check(subprocess.CompletedProcess(node.args, node.returncode, stdout, stderr), tmp_path / f"log{rank}")
     assert _metrics(out) == _metrics(one_launcher)
+
+
+def test_workers_leave_no_vocabulary_folder_behind(one_launcher):
+    """A worker skips interpreter teardown at exit (run_trainer._exit), so the run removes its own temp folders."""
+    scratch = one_launcher.parent / "tmp"
+    assert scratch.is_dir() and list(scratch.iterdir()) == []
