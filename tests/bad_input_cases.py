@@ -743,6 +743,19 @@ def _(ws):
     return argv(params)
 
 
+@case("train-single-label", "data rows", r"train\.tsv", r"'tech'", r"label_file")
+def _(ws):
+    lines = [f"{text}\ttech" for text, _ in ws.rows("cls/train.tsv")]
+    return argv(ws.params(CLS, dataset_reader__train=ws.write("single/train.tsv", "\n".join(lines) + "\n")))
+
+
+@case("matching-header-row-read-as-data", "data rows", r"train\.tsv:1\b", r"'label'", r"header")
+def _(ws):
+    params = ws.params(POINT)
+    ws.edit("match/train.tsv", 1, "text_a\ttext_b\tlabel")
+    return argv(params)
+
+
 @case("matching-train-two-columns", "data rows", r"train\.tsv:1\b")
 def _(ws):
     return argv(ws.params(POINT, dataset_reader__train=ws.data("cls/train.tsv")))

@@ -95,6 +95,39 @@ def test_label_file_fixes_the_order(tmp_path):
     assert reader.model_args(["sports", "finance", "other"], train)["class_counts"] == [1, 1, 0]
 
 
+def test_a_single_training_label_is_an_error_unless_the_label_file_lists_more(tmp_path):
+    reader = ClassificationReader()
+    train = reader.read(write(tmp_path, "t.tsv", "a\tsports\nb\tsports\n"), "train")
+    with pytest.raises(DataError, match=r"t\.tsv: every training row has one label, 'sports'; a single-label "
+                                        r"classifier needs at least 2 \(list every label in dataset_reader\.label_file"):
+        reader.build_labels(train)
+    with pytest.raises(DataError, match=r"one\.txt: lists one label, 'sports'"):
+        ClassificationReader(label_file=write(tmp_path, "one.txt", "sports\n")).build_labels(train)
+    assert ClassificationReader(label_file=write(tmp_path, "two.txt", "sports\nother\n")).build_labels(train) == [
+        "sports", "other"]
+    multi = ClassificationReader(multi_label=True)  # one yes/no label: a sigmoid
+    assert multi.build_labels(multi.read(write(tmp_path, "m.tsv", "a\tspam\nb\t\n"), "train")) == ["spam"]
+
+
+@pytest.mark.parametrize("first, warned", [
+    ("text\tlabel", True), ("句子\tlabel", True), ("text\tsentiment_label", True),
+    ("好看\tpos", False),  # an ordinary first row of a label that occurs once
+    ("text\tsports", False),  # the label occurs on other rows too
+])
+def test_a_header_row_read_as_data_is_warned_about(tmp_path, capsys, first, warned):
+    path = write(tmp_path, "t.tsv", f"{first}\na\tsports\nb\tfinance\n")
+    reader = ClassificationReader()
+    labels = reader.build_labels(reader.read(path, "train"))
+    out = "".join(capsys.readouterr())
+    assert ("looks like a header row" in out) == warned, out
+    if warned:
+        assert f"{path}:1: the label" in out and "set dataset_reader.header=1" in out
+        skipped = ClassificationReader(header=1)
+        assert skipped.build_labels(skipped.read(path, "train")) == ["finance", "sports"]
+    else:
+        assert len(labels) >= 2
+
+
 def test_multi_label_with_separator(tmp_path):
     reader = ClassificationReader(multi_label=True, label_separator="|")
     train = reader.read(write(tmp_path, "t.tsv", "a\tx|y\nb\ty\n"), "train")

@@ -91,6 +91,23 @@ def test_bad_rows_name_file_and_line(tmp_path, text, message):
         reader.read(write(tmp_path / "d.tsv", text), "train")
 
 
+def test_labels_written_as_floats_are_the_same_labels(tmp_path):
+    reader = READERS.get("text_matching", "t")()
+    examples = reader.read(write(tmp_path / "d.tsv", "a\tb\t1.0\nc\td\t0.0\ne\tf\t1\n"), "train")
+    assert [e["label"] for e in examples] == ["1", "0", "1"]
+    with pytest.raises(DataError, match=r"d\.tsv:1: label '0\.5' is neither"):
+        reader.read(write(tmp_path / "d.tsv", "a\tb\t0.5\n"), "train")
+
+
+def test_a_header_row_read_as_data_says_how_to_skip_it(tmp_path):
+    path = write(tmp_path / "d.tsv", "query\tdoc\tlabel\na\tb\t1\n")
+    with pytest.raises(DataError, match=r"d\.tsv:1: label 'label' is neither .*; if this line is a header row, "
+                                        r"set dataset_reader\.header=1"):
+        READERS.get("text_matching", "t")().read(path, "train")
+    examples = READERS.get("text_matching", "t")(header=1).read(path, "train")
+    assert [(e["text_a"], e["label"]) for e in examples] == [("a", "1")]
+
+
 def test_predict_file_may_leave_out_labels(tmp_path):
     reader = READERS.get("text_matching_siamese", "t")()
     examples = reader.read(write(tmp_path / "p.tsv", "a\tb\nc\td\n"), "predict")

@@ -13,6 +13,7 @@ from appzoo.data.tabular import (
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
+from appzoo.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
 
 
@@ -129,8 +130,25 @@ class ClassificationReader(DatasetReader):
             self.check_labels(train_examples, labels, "the training file")
         else:
             labels = sorted(set(self._values(train_examples)))
-        warn_label_variants(dict(zip(labels, label_counts(self._values(train_examples), labels))))
+        counts = dict(zip(labels, label_counts(self._values(train_examples), labels)))
+        if not self.multi_label and len(labels) < 2:
+            where = (f"{self.label_file}: lists one label" if self.label_file else
+                     f"{_file_of(train_examples[0])}: every training row has one label")
+            raise DataError(f"{where}, {labels[0]!r}; a single-label classifier needs at least 2 (list every "
+                            f"label in dataset_reader.label_file when the training data lacks some)")
+        warn_label_variants(counts)
+        self._warn_header_row(train_examples[0], counts)
         return labels
+
+    def _warn_header_row(self, first, counts):
+        """A column-name row read as data (``header`` left at 0) becomes a class of one example."""
+        if self.options["format"] == "jsonl" or self.options["header"] or not first["source"].endswith(":1"):
+            return
+        names = [v for v in self._values([first]) if counts.get(v) == 1]
+        if names and (first["text"].strip().casefold() in HEADER_NAMES
+                      or any(v.casefold() in HEADER_NAMES for v in names)):
+            note(f"warning: {first['source']}: the label {names[0]!r} occurs only on this line, which looks like "
+                 f"a header row (text {clip(first['text'])!r}); set dataset_reader.header=1 to skip it")
 
     def check_labels(self, examples, labels, path):
         known = set(labels)
@@ -259,6 +277,16 @@ class ClassificationReader(DatasetReader):
                 row["gold"] = example["label"]
             rows.append(row)
         return rows
+
+
+#: column names a header row usually has, for :meth:`ClassificationReader._warn_header_row`
+HEADER_NAMES = {"label", "labels", "class", "category", "categories", "target", "tag", "tags", "y", "sentiment",
+                "intent", "text", "texts", "sentence", "content", "query", "review", "title", "document", "x"}
+
+
+def _file_of(example):
+    """The file of an example's ``source`` (``path:line``)."""
+    return example["source"].rsplit(":", 1)[0]
 
 
 def _scalar(value):

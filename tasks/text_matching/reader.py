@@ -16,6 +16,7 @@ score (probability of the positive label, or similarity) is tuned on dev for
 the best F1 (:meth:`MatchingReader.fit`), saved with the model and reused
 for test and predict.
 """
+import math
 from typing import Annotated, Literal, Optional
 
 import numpy as np
@@ -90,8 +91,9 @@ class MatchingReader(DatasetReader):
                     source.bad(line, problem)
                     continue
                 where = f"{path}:{line}"
+                header_like = line == 1 and not self.options["header"] and self.options["format"] != "jsonl"
                 examples.append({"text_a": row["text_a"], "text_b": row["text_b"],
-                                 "label": self._parse_label(row["label"], where), "source": where})
+                                 "label": self._parse_label(row["label"], where, header_like), "source": where})
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
         return examples
@@ -105,14 +107,20 @@ class MatchingReader(DatasetReader):
             examples.append({"text_a": pair[0], "text_b": pair[1], "label": None, "source": f"input {i}"})
         return examples
 
-    def _parse_label(self, value, where):
+    def _parse_label(self, value, where, header_like=False):
+        """``header_like``: the value is on the first line of a file read without a header row."""
         if value is None:
             return None
         label = str(value).strip()
+        for known in (self.positive_label, self.negative_label):
+            if label != known and _number(label) is not None and _number(label) == _number(known):
+                return known  # 1.0 for 1: labels written by a float column
         if label not in (self.positive_label, self.negative_label):
             near = [known for known in (self.positive_label, self.negative_label)
                     if known.strip().casefold() == label.casefold()]
             hint = f"; it differs from {near[0]!r} only by case or spaces" if near else ""
+            if header_like and not near and _number(label) is None:
+                hint = "; if this line is a header row, set dataset_reader.header=1"
             raise DataError(
                 f"{where}: label {label!r} is neither the positive label {self.positive_label!r} nor the "
                 f"negative label {self.negative_label!r}{hint} (set dataset_reader.positive_label / negative_label)"
@@ -477,3 +485,12 @@ def _row_problem(row, fields, texts, label_required=False):
         return wrong_type(fields["label"], label, "a string or a number")
     empty = next((name for name in texts if not row[name].strip()), None)
     return f"empty {empty}" if empty else None
+
+
+def _number(text):
+    """``text`` as a finite float, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
