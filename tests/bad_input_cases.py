@@ -728,6 +728,32 @@ def _(ws):
     return argv(params)
 
 
+@case("ner-train-only-o-tags", "data rows", r"train\.txt", r"'O'")
+def _(ws):
+    params = ws.params(NER)
+    with open(ws.data("ner/train.txt"), encoding="utf-8") as f:
+        lines = [line.split("\t")[0] + "\tO" if line.strip() else "" for line in f.read().split("\n")]
+    ws.write(ws.data("ner/train.txt"), "\n".join(lines))
+    return argv(params)
+
+
+@case("ner-dev-without-entities", "data rows", r"dev\.txt", r"micro_f1")
+def _(ws):
+    params = ws.params(CRF)
+    with open(ws.data("ner/dev.txt"), encoding="utf-8") as f:
+        lines = [line.split("\t")[0] + "\tO" if line.strip() else "" for line in f.read().split("\n")]
+    ws.write(ws.data("ner/dev.txt"), "\n".join(lines))
+    return argv(params)
+
+
+@case("matching-train-of-one-label", "data rows", r"train\.tsv", r"'1'")
+def _(ws):
+    params = ws.params(POINT)
+    rows = [r for r in ws.rows("match/train.tsv") if r[2] == "1"]
+    ws.write(ws.data("match/train.tsv"), "\n".join("\t".join(r) for r in rows) + "\n")
+    return argv(params)
+
+
 @case("matching-single-class-dev-under-auc", "data rows", r"dev\.tsv")
 def _(ws):
     params = ws.params(POINT)

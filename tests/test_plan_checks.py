@@ -231,6 +231,30 @@ def test_single_class_dev_under_auc_is_a_data_error_naming_the_file():
     READERS.get("text_classification", "t")().check_split(dev, "dev", "dev.tsv", "macro_f1")  # a no-op
 
 
+def test_a_pointwise_matching_train_set_of_one_label_is_a_data_error():
+    from appzoo.registry import READERS
+
+    train = [{"text_a": "a", "text_b": f"b{i}", "label": "1", "source": f"t.tsv:{i}"} for i in range(3)]
+    with pytest.raises(DataError, match=r"^t\.tsv: every training pair has the label '1'; a pointwise model .* "
+                                        r"in-batch negatives"):
+        READERS.get("text_matching", "t")().check_split(train, "train", "t.tsv", "auc")
+    READERS.get("text_matching_pairwise", "t")().check_split(train, "train", "t.tsv", "auc")  # positives alone
+    READERS.get("text_matching", "t")().check_split(train + [{**train[0], "label": "0"}], "train", "t.tsv", "auc")
+
+
+def test_a_dev_set_without_entities_under_an_entity_metric_is_a_data_error():
+    from appzoo.registry import READERS
+
+    reader = READERS.get("sequence_labeling", "t")()
+    dev = [{"tokens": ["a", "b"], "tags": ["O", "O"], "path": "dev.txt", "line": 1, "conll": True}]
+    with pytest.raises(DataError, match=r"^dev\.txt: the dev set has no entities .* its micro_f1 .*"
+                                        r"trainer\.metric_for_best to loss"):
+        reader.check_split(dev, "dev", "dev.txt", "micro_f1")
+    reader.check_split(dev, "dev", "dev.txt", "loss")
+    reader.check_split(dev, "test", "test.txt", "micro_f1")  # test only reports
+    reader.check_split(dev + [{**dev[0], "tags": ["B-PER", "O"]}], "dev", "dev.txt", "micro_f1")
+
+
 # ---- 6. non-finite numbers -----------------------------------------------------------
 @pytest.mark.parametrize("key, value, shown", [
     ("trainer.learning_rate", "NaN", r"trainer\.learning_rate: must be a finite number, got nan"),

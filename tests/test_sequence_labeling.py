@@ -86,6 +86,13 @@ def test_data_errors_name_file_and_line(tmp_path, fmt, text, message):
         SequenceLabelingReader(format=fmt).read(path, "train")
 
 
+def test_a_training_file_of_only_o_tags_is_an_error(tmp_path):
+    reader = SequenceLabelingReader()
+    train = reader.read(write(tmp_path, "t.txt", "a\tO\nb\tO\n\nc\tO\n"), "train")
+    with pytest.raises(DataError, match=r"t\.txt: every training tag is 'O', so there are no entities to learn"):
+        reader.build_labels(train)
+
+
 def test_unknown_dev_tag_names_its_line(tmp_path):
     reader = SequenceLabelingReader()
     train = reader.read(write(tmp_path, "t.txt", "a\tB-PER\nb\tI-PER\n\nc\tO\n"), "train")

@@ -231,9 +231,21 @@ class SequenceLabelingReader(DatasetReader):
             return f"{example['path']}:{example['line'] + position}"
         return f"{example['path']}:{example['line']} (token {position + 1})"
 
+    def check_split(self, examples, split, path, metric):
+        """An entity metric to choose the best model on needs entities in dev."""
+        if split != "dev" or not metric.endswith(("_f1", "_precision", "_recall")):
+            return
+        if all(t == "O" for e in examples for t in e["tags"] or ()):
+            raise DataError(f"{path}: the dev set has no entities (every tag is 'O'), so its {metric} (the "
+                            f"metric the best model is chosen on) is 0 at every evaluation; add dev sentences "
+                            f"with entities, or set trainer.metric_for_best to loss")
+
     # ---- labels and scheme ----------------------------------------------
     def build_labels(self, train_examples):
         tags = [t for e in train_examples for t in e["tags"]]
+        if all(t == "O" for t in tags):
+            raise DataError(f"{train_examples[0]['path']}: every training tag is 'O', so there are no entities "
+                            f"to learn (check dataset_reader.tag_column and the file)")
         if self.label_file:
             labels = read_label_file(self.label_file, what="tag", encoding=self.encoding)
             self._resolve_scheme(labels, train_examples)

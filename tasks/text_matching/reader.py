@@ -156,10 +156,16 @@ class MatchingReader(DatasetReader):
         return names
 
     def check_split(self, examples, split, path, metric):
-        """``auc`` needs both labels in dev; without it the best model cannot be chosen."""
+        """A pointwise model learns from both labels in train; ``auc`` needs both
+        in dev, or the best model cannot be chosen."""
+        found = {e["label"] for e in examples if e.get("label") is not None}
+        if split == "train" and self.LABELS_IN_BATCH and len(found) == 1:
+            raise DataError(f"{path}: every training pair has the label {next(iter(found))!r}; a pointwise model "
+                            f"learns from pairs labelled {self.positive_label!r} and {self.negative_label!r} "
+                            f"(for positive pairs alone, use in-batch negatives: "
+                            f"examples/mtch_ernie_siamese_infonce.json)")
         if split != "dev" or metric != "auc":
             return
-        found = {e["label"] for e in examples if e.get("label") is not None}
         if len(found) < 2:
             only = f"only label {next(iter(found))!r}" if found else "no labels"
             raise DataError(f"{path}: the dev set has {only}, so its auc (the metric the best model is chosen "
