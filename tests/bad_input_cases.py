@@ -105,6 +105,12 @@ class Workspace:
             f.write(content.encode("utf-8") if isinstance(content, str) else content)
         return path
 
+    def tags_to_o(self, rel):
+        """Make every tag of the copy of the CoNLL file data/<rel> 'O'."""
+        with open(self.data(rel), encoding="utf-8") as f:
+            lines = [line.split("\t")[0] + "\tO" if line.strip() else "" for line in f.read().split("\n")]
+        return self.write(self.data(rel), "\n".join(lines))
+
     def rows(self, rel):
         with open(self.data(rel), encoding="utf-8") as f:
             return [line.rstrip("\n").split("\t") for line in f if line.strip()]
@@ -731,18 +737,14 @@ def _(ws):
 @case("ner-train-only-o-tags", "data rows", r"train\.txt", r"'O'")
 def _(ws):
     params = ws.params(NER)
-    with open(ws.data("ner/train.txt"), encoding="utf-8") as f:
-        lines = [line.split("\t")[0] + "\tO" if line.strip() else "" for line in f.read().split("\n")]
-    ws.write(ws.data("ner/train.txt"), "\n".join(lines))
+    ws.tags_to_o("ner/train.txt")
     return argv(params)
 
 
 @case("ner-dev-without-entities", "data rows", r"dev\.txt", r"micro_f1")
 def _(ws):
     params = ws.params(CRF)
-    with open(ws.data("ner/dev.txt"), encoding="utf-8") as f:
-        lines = [line.split("\t")[0] + "\tO" if line.strip() else "" for line in f.read().split("\n")]
-    ws.write(ws.data("ner/dev.txt"), "\n".join(lines))
+    ws.tags_to_o("ner/dev.txt")
     return argv(params)
 
 
