@@ -19,6 +19,9 @@ runs: a run whose ``metrics.json`` is complete is skipped, a run with a
 checkpoint is resumed from it, and a run that saved a model but neither is
 redone. Stopping a sweep and starting it again with the same command
 therefore continues it; a run folder made with other settings is an error.
+A run that stops on a non-finite loss (exit 3 on its own) is a result, not
+the end of the sweep: it leaves ``diverged.json`` in its folder, counts as
+ended, and its setting's verdict says how many of its runs diverged.
 Each run's state is read again just before it starts and a run folder
 locked by another live process is left to it, so the same command started
 twice shares the runs between two workers.
@@ -41,7 +44,7 @@ from typing import List, Optional
 from appzoo import archive
 from appzoo.archive import RunFolder
 from appzoo.config import SECTIONS, parse_value
-from appzoo.errors import ConfigError, UserError
+from appzoo.errors import ConfigError, DivergedError, UserError
 from appzoo.progress import note, progress
 from appzoo.registry import did_you_mean
 
@@ -52,6 +55,8 @@ SET_BY_SWEEP = ("trainer.output_dir", "trainer.seed", "trainer.resume", "trainer
 HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy", "argmax_accuracy")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
 MAX_NAME = 80
+#: Written into a run folder whose run stopped on a non-finite loss: the run counts as ended, diverged.
+DIVERGED_FILE = "diverged.json"
 
 
 @dataclasses.dataclass
@@ -237,7 +242,7 @@ def _plan_run(run_config, state, param_path, do, name):
     from appzoo.plan import validate
 
     run_config = copy.deepcopy(run_config)
-    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in ("done", "redo"))
+    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in ("done", "diverged", "redo"))
     try:
         plan = validate(run_config, param_path, do=do)
     except ConfigError as e:
@@ -246,9 +251,14 @@ def _plan_run(run_config, state, param_path, do, name):
     return plan
 
 
+#: run states a sweep does not run again
+ENDED = ("done", "diverged")
+
+
 def run_state(folder, do):
-    """What a run folder holds: "done" (a complete metrics.json), "resume" (a
-    checkpoint), "redo" (a saved model but neither) or "new"."""
+    """What a run folder holds: "done" (a complete metrics.json), "diverged"
+    (:data:`DIVERGED_FILE`), "resume" (a checkpoint), "redo" (a saved model but
+    none of these) or "new"."""
     path = os.path.join(folder, "metrics.json")
     if os.path.exists(path):
         try:
@@ -257,6 +267,8 @@ def run_state(folder, do):
             metrics = {}
         if _complete(metrics, do):
             return "done"
+    if os.path.exists(os.path.join(folder, DIVERGED_FILE)):
+        return "diverged"
     run = RunFolder(folder)
     if run.latest_checkpoint():
         return "resume"
@@ -293,9 +305,11 @@ def run_sweep(sweep):
     finish writes the complete results."""
     from appzoo import runner
 
-    todo = [r for r in sweep.runs if r.state != "done"]
+    todo = [r for r in sweep.runs if r.state not in ENDED]
     if len(todo) < len(sweep.runs):
-        note(f"sweep: {len(sweep.runs) - len(todo)} of {len(sweep.runs)} runs already finished; skipped")
+        diverged = sum(r.state == "diverged" for r in sweep.runs)
+        note(f"sweep: {len(sweep.runs) - len(todo)} of {len(sweep.runs)} runs already ended"
+             f"{f' ({diverged} diverged)' if diverged else ''}; skipped")
     enabled = sweep.runs[0].plan.trainer.progress_bar
     bar = progress(total=len(sweep.runs), initial=len(sweep.runs) - len(todo), desc="sweep", unit="run",
                    disable=not enabled)
@@ -305,8 +319,8 @@ def run_sweep(sweep):
             holder = RunFolder(r.folder).in_use()
             if holder is None:
                 state = run_state(r.folder, r.plan.do)
-                if state == "done":
-                    note(f"sweep: {r.setting.name} seed {r.seed} was finished by another worker; skipped")
+                if state in ENDED:
+                    note(f"sweep: {r.setting.name} seed {r.seed} was ended by another worker; skipped")
                     bar.update(1)
                     continue
                 if state != r.state:  # another worker started it and stopped: resume or redo its folder
@@ -315,11 +329,16 @@ def run_sweep(sweep):
                      f"-> {r.folder}")
                 try:
                     runner.run(r.plan)
+                except archive.FolderInUse:  # taken between the check and the lock
+                    holder = "another run"
+                except DivergedError as error:
+                    archive.write_json(os.path.join(r.folder, DIVERGED_FILE), {"seed": r.seed, "error": str(error)})
+                    note(f"sweep: {r.setting.name} seed {r.seed} diverged ({error}); recorded in its "
+                         f"{DIVERGED_FILE}, and the sweep goes on")
+                if holder is None:
                     bar.update(1)
                     write_results(sweep)
                     continue
-                except archive.FolderInUse:  # taken between the check and the lock
-                    holder = "another run"
             note(f"sweep: {r.setting.name} seed {r.seed} is held by {holder}; left to it")
             elsewhere.append(r)
     finally:
@@ -344,6 +363,25 @@ def verdict(baseline, values, greater_is_better=True):
     if abs(gap) > 2 * statistics.stdev(baseline) and abs(gap) > 2 * statistics.stdev(values):
         return "better" if (gap > 0) == greater_is_better else "worse"
     return "tie"
+
+
+def judge(rows, key, greater_is_better, seeds):
+    """Set each summary row's ``verdict`` on ``key`` against the first row
+    (:func:`verdict`). A setting with diverged runs is judged by those alone
+    (a mean over the runs that survived would flatter it), and nothing is
+    judged against a baseline that diverged. Returns ``rows``."""
+    base = rows[0]
+    for i, row in enumerate(rows):
+        if i == 0:
+            row["verdict"] = "baseline"
+        elif base["diverged"]:
+            row["verdict"] = "n/a (the baseline diverged)"
+        else:
+            row["verdict"] = verdict(run_values(base, key), run_values(row, key), greater_is_better)
+        if row["diverged"]:
+            share = f"{len(row['diverged'])} of {seeds}"
+            row["verdict"] = f"baseline, diverged {share}" if i == 0 else f"diverged {share}"
+    return rows
 
 
 def _stats(values):
@@ -378,6 +416,11 @@ def summarise(sweep):
             metrics = archive.read_json(path, "metrics of a sweep run")
             if _complete(metrics, r.plan.do):
                 finished[r.folder] = metrics
+    diverged = {}
+    for r in sweep.runs:
+        path = os.path.join(r.folder, DIVERGED_FILE)
+        if r.folder not in finished and os.path.exists(path):
+            diverged[r.folder] = archive.read_json(path, "divergence record of a sweep run")
     keys, primary = _key_metrics(sweep, list(finished.values()))
     rows = []
     for setting in sweep.settings:
@@ -390,17 +433,17 @@ def summarise(sweep):
             "metrics": {k: _stats([p["metrics"][k] for p in per_run if p["metrics"][k] is not None]) for k in keys},
             "wall_time_s": {"mean": statistics.fmean(walls) if walls else None, "total": sum(walls)},
             "runs": per_run,
+            "diverged": [{"seed": r.seed, "folder": r.folder, "error": diverged[r.folder].get("error")}
+                         for r in sweep.runs if r.setting is setting and r.folder in diverged],
         })
-    base_values = run_values(rows[0], primary)
-    for i, row in enumerate(rows):
-        row["verdict"] = "baseline" if i == 0 else verdict(base_values, run_values(row, primary),
-                                                           sweep.greater_is_better)
+    judge(rows, primary, sweep.greater_is_better, len(sweep.seeds))
     return {"param_path": sweep.param_path, "command": sweep.command, "seeds": sweep.seeds,
             "metric_for_best": sweep.metric, "primary_metric": primary, "key_metrics": keys,
             "greater_is_better": sweep.greater_is_better, "std": "sample standard deviation (ddof=1)",
             "verdict_rule": "better/worse than the baseline (the first setting) only when the gap between the "
                             "means exceeds 2 std of both settings; else tie (tie (n=1) when a setting has one run)",
-            "runs_finished": len(finished), "runs_planned": len(sweep.runs), "environment": environment(),
+            "runs_finished": len(finished), "runs_diverged": len(diverged), "runs_planned": len(sweep.runs),
+            "environment": environment(),
             "settings": rows}
 
 
@@ -448,8 +491,10 @@ def markdown(summary, heading="#"):
     lines = [f"{heading} Sweep of {summary['param_path']}", ""]
     if summary["command"]:
         lines += [f"Command: `{summary['command']}`", ""]
+    diverged = summary.get("runs_diverged")
+    said = f" ({diverged} more diverged: a non-finite loss; see their diverged.json)" if diverged else ""
     lines += [f"Seeds {', '.join(map(str, summary['seeds']))}; runs finished {summary['runs_finished']} of "
-              f"{summary['runs_planned']}. Cells are mean ± std over seeds, std being the sample standard "
+              f"{summary['runs_planned']}{said}. Cells are mean ± std over seeds, std being the sample standard "
               f"deviation (ddof=1). Verdict on `{summary['primary_metric']}` "
               f"({'higher' if summary['greater_is_better'] else 'lower'} is better) against the first setting: "
               f"better or worse only when the gap between the means exceeds 2 std of both settings, else tie.", "",

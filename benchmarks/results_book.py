@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from appzoo.archive import write_text  # noqa: E402
 # the sweep's own table, verdict rule and headline metrics, so the book and sweep.md never differ
-from appzoo.sweep import HEADLINE_METRICS, markdown, run_values, verdict  # noqa: E402
+from appzoo.sweep import HEADLINE_METRICS, judge, markdown  # noqa: E402
 
 DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
 SEEDS = "3"
@@ -146,10 +146,9 @@ def also_verdicts(summary, key):
     """The sweep's verdict rule applied to another of its key metrics (the one a paper reports)."""
     if key not in summary["key_metrics"] or key == summary["primary_metric"]:
         return []
-    rows = summary["settings"]
-    values = [run_values(row, key) for row in rows]
-    said = [f"{row['setting']}: {verdict(values[0], v, summary['greater_is_better'])}"
-            for row, v in zip(rows[1:], values[1:])]
+    rows = judge([dict(row, diverged=row.get("diverged", [])) for row in summary["settings"]], key,
+                 summary["greater_is_better"], len(summary["seeds"]))
+    said = [f"{row['setting']}: {row['verdict']}" for row in rows[1:]]
     return [f"Verdicts on `{key}` by the same rule, against {rows[0]['setting']}: {'; '.join(said)}.", ""]
 
 

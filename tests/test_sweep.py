@@ -110,6 +110,37 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_on
     assert run_trainer.main(args + ["--set", "model.dropout=0.3"]) == 2
 
 
+def test_a_diverged_run_is_a_recorded_result_and_the_sweep_goes_on(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    args = tiny(out, "--set", "trainer.max_grad_norm=0", "--sweep", "trainer.learning_rate=5e-5,1e30", "--seeds", "2")
+    assert run_trainer.main(args) == 0
+    said = "".join(capsys.readouterr())
+    assert re.search(r"sweep: learning_rate=1e\+?30 seed 42 diverged \(.*(nan|inf).*\); recorded", said, re.I), said
+    summary = read(out / "sweep" / "sweep.json")
+    base, wild = summary["settings"]
+    assert summary["runs_finished"] == 2 and summary["runs_diverged"] == 2
+    assert base["verdict"] == "baseline" and base["n"] == 2 and base["diverged"] == []
+    assert wild["n"] == 0 and [d["seed"] for d in wild["diverged"]] == [42, 43]
+    assert wild["verdict"] == "diverged 2 of 2"
+    record = read(os.path.join(wild["diverged"][0]["folder"], "diverged.json"))
+    assert record["seed"] == 42 and re.search(r"(?i)nan|inf", record["error"])
+    table = (out / "sweep" / "sweep.md").read_text(encoding="utf-8")
+    assert "runs finished 2 of 4 (2 more diverged" in table and "| diverged 2 of 2 |" in table
+    assert (out / "sweep" / "sweep.png").stat().st_size > 0
+
+    calls = []
+    monkeypatch.setattr(runner, "run", lambda plan: calls.append(plan.trainer.output_dir))
+    assert run_trainer.main(args) == 0 and calls == [], "diverged runs have ended: the sweep does not redo them"
+    assert "4 of 4 runs already ended (2 diverged); skipped" in "".join(capsys.readouterr())
+
+
+def test_a_baseline_that_diverged_leaves_the_other_verdicts_open():
+    rows = [{"setting": "a", "runs": [], "diverged": [{"seed": 1}]},
+            {"setting": "b", "runs": [{"metrics": {"m": 0.5}}, {"metrics": {"m": 0.6}}], "diverged": []}]
+    assert [r["verdict"] for r in sweep.judge(rows, "m", True, seeds=2)] == [
+        "baseline, diverged 1 of 2", "n/a (the baseline diverged)"]
+
+
 def test_two_workers_share_a_sweep_a_run_finished_by_the_other_is_skipped(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     args = tiny(out, "--sweep", "model.loss.name=ce", "--seeds", "3")
@@ -130,7 +161,7 @@ def test_two_workers_share_a_sweep_a_run_finished_by_the_other_is_skipped(tmp_pa
     assert run_trainer.main(args) == 0
     assert outer == [42] and inner == [43, 44], "each run once: the first worker skips what the second finished"
     err = "".join(capsys.readouterr())
-    assert "sweep: loss.name=ce seed 43 was finished by another worker; skipped" in err
+    assert "sweep: loss.name=ce seed 43 was ended by another worker; skipped" in err
     assert read(out / "sweep" / "sweep.json")["runs_finished"] == 3
 
 
@@ -279,10 +310,11 @@ def test_the_book_can_judge_another_key_metric_by_the_same_rule():
         return {"setting": name, "runs": [{"metrics": {"test.auc": 0.8, "test.f1": f}} for f in f1s]}
 
     summary = {"key_metrics": ["dev.auc", "test.auc", "test.f1"], "primary_metric": "test.auc",
-               "greater_is_better": True,
-               "settings": [row("ce", [0.80, 0.81, 0.82]), row("focal", [0.90, 0.91, 0.92]), row("dice", [0.81, 0.8])]}
+               "greater_is_better": True, "seeds": [1, 2, 3],
+               "settings": [row("ce", [0.80, 0.81, 0.82]), row("focal", [0.90, 0.91, 0.92]), row("dice", [0.81, 0.8]),
+                            dict(row("ghm", [0.95, 0.96]), diverged=[{"seed": 3}])]}
     assert results_book.also_verdicts(summary, "test.f1") == [
-        "Verdicts on `test.f1` by the same rule, against ce: focal: better; dice: tie.", ""]
+        "Verdicts on `test.f1` by the same rule, against ce: focal: better; dice: tie; ghm: diverged 1 of 3.", ""]
     assert results_book.also_verdicts(summary, "test.auc") == [] and results_book.also_verdicts(summary, "x") == []
 
 
