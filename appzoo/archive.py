@@ -209,7 +209,9 @@ def check_best(folder, key_path="trainer.init_from"):
     if not os.path.isdir(folder):
         raise ConfigError(f"{key_path}: {folder!r} does not exist")
     if not os.path.isfile(os.path.join(folder, "labels.json")):
-        raise ConfigError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no labels.json)")
+        inner = os.path.join(folder, "best")
+        hint = f"; it is a run folder: use {inner!r}" if os.path.isfile(os.path.join(inner, "labels.json")) else ""
+        raise ConfigError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no labels.json){hint}")
     if not os.path.exists(os.path.join(folder, MARKER)):
         raise ConfigError(f"{key_path}: {folder!r} is an incomplete best/ folder (no {MARKER} marker: "
                         f"the save was interrupted)")

@@ -5,11 +5,12 @@ data, weights or output folder is touched; nothing is written until the plan
 is complete.
 """
 import dataclasses
+import inspect
 import json
 import os
 from typing import Annotated, Optional
 
-from appzoo.archive import RunFolder, check_best
+from appzoo.archive import RunFolder, check_best, read_json
 from appzoo.callbacks import VisualDLLogger
 from appzoo.config import SECTIONS, Key, check_fields, check_kwargs, non_finite
 from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
@@ -79,11 +80,13 @@ def _validate(config, do):
     model_section = dict(config.get("model", {}))
     if "type" not in model_section:
         raise ConfigError(f"model.type: required key is missing (available: {', '.join(MODELS.names())})")
-    model_class = MODELS.get(model_section.pop("type"), "model.type")
+    model_type = model_section.pop("type")
+    model_class = MODELS.get(model_type, "model.type")
 
     data_section = dict(config.get("dataset_reader", {}))
     data_section.setdefault("type", model_class.READERS[0])
-    reader_class = READERS.get(data_section["type"], "dataset_reader.type")
+    reader_type = data_section["type"]
+    reader_class = READERS.get(reader_type, "dataset_reader.type")
     if data_section["type"] not in model_class.READERS:
         raise ConfigError(
             f"dataset_reader.type: {model_class.__name__} reads {', '.join(model_class.READERS)}, "
@@ -128,6 +131,7 @@ def _validate(config, do):
             )
     if init_from is not None:
         check_best(init_from, "trainer.init_from")
+        _check_same_model(init_from, model_type, reader_type, reader_class, data_section)
 
     encoder = model_section.pop("encoder", None)
     if encoder is None and init_from is None:
@@ -159,6 +163,29 @@ def _validate(config, do):
     resolved["trainer"]["do"] = modes
     return Plan(resolved, data, reader_class, data_section, model_class, model_section,
                 encoder, trainer, modes, init_from, metric=metric)
+
+
+def _check_same_model(init_from, model_type, reader_type, reader_class, data_section):
+    """A saved model is loaded into the same model type, read by the same reader
+    with the same :attr:`~appzoo.data.reader.DatasetReader.MODEL_KEYS`."""
+    saved = read_json(os.path.join(init_from, "config.json"), "config of a best/ folder")
+    saved_model = saved.get("model", {}).get("type")
+    saved_reader = saved.get("dataset_reader", {}).get("type")
+    if saved_model != model_type:
+        raise ConfigError(f"trainer.init_from: {init_from!r} holds a {saved_model!r} model (read by "
+                          f"{saved_reader!r}); this param file builds model.type {model_type!r}: use a param file "
+                          f"of that model, or train this one from model.encoder")
+    if saved_reader != reader_type:
+        raise ConfigError(f"trainer.init_from: {init_from!r} was trained with dataset_reader.type "
+                          f"{saved_reader!r}; this param file reads {reader_type!r}")
+    defaults = {name: p.default for name, p in inspect.signature(reader_class.__init__).parameters.items()}
+    for key in reader_class.MODEL_KEYS:
+        was = saved.get("dataset_reader", {}).get(key, defaults.get(key))
+        now = data_section.get(key, defaults.get(key))
+        if was != now:
+            raise ConfigError(f"dataset_reader.{key}: {json.dumps(now)}, but the model in trainer.init_from "
+                              f"{init_from!r} was trained with {json.dumps(was)}; a model is loaded with the value "
+                              f"it was trained with")
 
 
 def _check_metric(trainer, reader):

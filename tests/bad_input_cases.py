@@ -923,6 +923,23 @@ def _(ws):
     return argv(ws.params(CLS), f"trainer.init_from={ws.path('not_a_run')}")
 
 
+@case("init-from-the-run-folder-not-its-best", "runtime", r"trainer\.init_from", r"/out'", r"use '.*/out/best'")
+def _(ws):
+    return argv(ws.params(CLS), f"trainer.init_from={ws.prior_run()}", do="predict")
+
+
+@case("init-from-a-model-of-another-task", "runtime", r"trainer\.init_from", r"ErnieFcClassification",
+      r"ErnieFcSeqLabel")
+def _(ws):
+    return argv(ws.params(NER), f"trainer.init_from={os.path.join(ws.prior_run(), 'best')}", do="eval")
+
+
+@case("init-from-a-single-label-model-into-multi-label", "runtime", r"dataset_reader\.multi_label", r"\btrue\b",
+      r"\bfalse\b")
+def _(ws):
+    return argv(ws.params(ML), f"trainer.init_from={os.path.join(ws.prior_run(), 'best')}", do="eval")
+
+
 simple("init-from-missing-folder", "runtime", (r"trainer\.init_from", r"no_such_run"),
        sets=["trainer.init_from=/nonexistent/no_such_run/best"])
 

@@ -23,6 +23,8 @@ class DatasetReader:
 
     #: name of the scalar metric the best checkpoint is chosen on by default
     default_metric = "macro_f1"
+    #: reader keys that change what a model outputs: a model trained with one value is not loaded with another
+    MODEL_KEYS = ()
 
     @check_args("dataset_reader")
     def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "

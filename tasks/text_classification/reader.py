@@ -28,6 +28,7 @@ class ClassificationReader(DatasetReader):
     """
 
     default_metric = "macro_f1"
+    MODEL_KEYS = ("multi_label",)  # a softmax over the labels, or a sigmoid per label
 
     @check_args("dataset_reader")
     def __init__(self, format: Annotated[Literal["tsv", "csv", "jsonl"], Key(FORMAT_HELP)] = "tsv",
