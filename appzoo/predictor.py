@@ -31,7 +31,7 @@ import os
 import numpy as np
 
 from appzoo import archive
-from appzoo.errors import ConfigError, RunError, UserError
+from appzoo.errors import ConfigError, DataError, RunError, UserError
 
 ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
 ONNX_FILE = "model.onnx"
@@ -258,7 +258,12 @@ class Predictor:
     # ---- raw inputs ------------------------------------------------------
     def predict(self, inputs):
         """One dict per input (see the class docstring)."""
+        if isinstance(inputs, (str, bytes)):
+            raise DataError(f"inputs: expected a list of inputs, got one {type(inputs).__name__}; for one input, "
+                            f"pass [input]")
         inputs = list(inputs)
+        if not inputs:
+            return []
         examples = self.reader.read_inputs(inputs)
         features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
         predictions, _ = self.predict_features(examples, features)
