@@ -118,7 +118,8 @@ def test_bad_inputs_and_engines_are_one_line_errors(runs, monkeypatch):
         Predictor(best, engine="paddle_infer")
     with pytest.raises(DataError, match=r"input 1: expected a non-empty text \(a string\), got 3"):
         Predictor(best).predict(["fine", 3])
-    with pytest.raises(DataError, match=r"^inputs: expected a list of inputs, got one str; for one input, pass \[input\]"):
+    with pytest.raises(DataError, match=r"^inputs: expected a list of inputs, got one str; for one input, "
+                                        r"pass \[input\]"):
         Predictor(best).predict("one text")
     assert Predictor(best).predict([]) == []
     real = importlib.util.find_spec
