@@ -727,6 +727,17 @@ def _(ws):
     return argv(params)
 
 
+@case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]")
+def _(ws):
+    rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
+            {"text": "在北京开会。", "label": {"LOC": {"北京": [[0, 1]]}}}]
+    train = ws.write("spans/train.json", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    return argv(ws.params(NER, dataset_reader__format="spans", dataset_reader__token_column=DELETE,
+                          dataset_reader__tag_column=DELETE, dataset_reader__train=train,
+                          dataset_reader__dev=DELETE, dataset_reader__test=DELETE,
+                          dataset_reader__predict=DELETE), "trainer.metric_for_best=loss")
+
+
 @case("ner-dev-tag-not-in-train", "data rows", r"dev\.txt:15\b", r"B-XYZ")
 def _(ws):
     params = ws.params(NER)

@@ -46,6 +46,63 @@ def test_line_and_jsonl_formats(tmp_path):
     assert SequenceLabelingReader(format="jsonl", token_column="w", tag_column="y").read(renamed, "dev")[0]["tags"] == ["O"]
 
 
+def test_spans_format_reads_cluener_doccano_and_label_studio_spans(tmp_path):
+    rows = [{"text": "张艳在青岛参加了长江银行的发布会。",  # CLUENER: end inclusive, mention checked
+             "label": {"PER": {"张艳": [[0, 1]]}, "ORG": {"长江银行": [[8, 11]]}, "LOC": {"青岛": [[3, 4]]}}},
+            {"text": "青岛青岛", "label": {"LOC": {"青岛": [[0, 1], [2, 3]]}}},  # one mention twice
+            {"text": "他来了", "label": {}},
+            {"text": "Ann in Rome", "label": [[0, 3, "PER"], [7, 11, "LOC"]]},  # doccano: end exclusive
+            {"text": "在北京", "label": [{"start": 1, "end": 3, "labels": ["LOC"]}]}]  # Label Studio
+    rows[4]["label"][0]["label"] = rows[4]["label"][0].pop("labels")
+    path = write(tmp_path, "a.json", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    reader = SequenceLabelingReader(format="spans")
+    examples = reader.read(path, "train")
+    assert examples[0]["tokens"] == list(rows[0]["text"])
+    assert examples[0]["tags"] == ["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "O", "O", "O",
+                                   "B-ORG", "I-ORG", "I-ORG", "I-ORG", "O", "O", "O", "O", "O"]
+    assert examples[1]["tags"] == ["B-LOC", "I-LOC", "B-LOC", "I-LOC"] and examples[2]["tags"] == ["O"] * 3
+    assert examples[3]["tags"] == ["B-PER", "I-PER", "I-PER", "O", "O", "O", "O", "B-LOC", "I-LOC", "I-LOC", "I-LOC"]
+    assert examples[4]["tags"] == ["O", "B-LOC", "I-LOC"]
+    assert reader.build_labels(examples) == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    assert reader.scheme == "BIO"
+    predict = write(tmp_path, "p.json", json.dumps({"text": "在北京"}, ensure_ascii=False) + "\n")
+    assert reader.read(predict, "predict")[0]["tags"] is None
+    assert [e["tokens"] for e in reader.read_inputs(["Ann in Rome"])] == [list("Ann in Rome")]  # as trained
+    row = reader.prediction_rows(examples[4:], [{"tags": ["O", "B-LOC", "I-LOC"]}], None)[0]
+    assert row["text"] == "在北京" and row["entities"] == [{"type": "LOC", "start": 1, "end": 3, "text": "北京"}]
+    english = reader.prediction_rows(examples[3:4], [{"tags": examples[3]["tags"]}], None)[0]
+    assert [e["text"] for e in english["entities"]] == ["Ann", "Rome"]
+
+
+@pytest.mark.parametrize("label, message", [
+    ({"LOC": {"北京": [[0, 1]]}},
+     r"'LOC' '北京' at \[0, 1\] \(end inclusive, as in CLUENER\): the text there is '在北'"),
+    ({"LOC": {"北京": [[1, 3]]}}, r".*the text there is '北京' \(the text has 3 characters\)"),  # end exclusive
+    ({"LOC": [[1, 2]]}, r"type 'LOC': expected \{mention: \[\[start, end\], \.\.\.\]\}"),
+    ([[1, 4, "LOC"]], r"span \[1, 4, \"LOC\"\]: expected 0 <= start < end <= 3"),
+    ([[1, 3, "LOC"], [2, 3, "GPE"]],
+     r"'GPE' at \[2, 3\) overlaps another entity \(nested entities are not supported\)"),
+    ([[1, 3]], r"expected \[start, end, type\] or \{start, end, label\}"),
+    ("LOC", r"expected CLUENER's"),
+])
+def test_spans_that_do_not_fit_the_text_name_file_and_line(tmp_path, label, message):
+    rows = [{"text": "他来了", "label": {}}, {"text": "在北京", "label": label}]
+    path = write(tmp_path, "a.json", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    with pytest.raises(DataError, match=r"a\.json:2: field 'label': " + message):
+        SequenceLabelingReader(format="spans").read(path, "train")
+
+
+def test_spans_format_gives_the_tags_of_the_same_data_in_conll(tmp_path):
+    conll = SequenceLabelingReader().read("data/ner/dev.txt", "dev")
+    rows = []
+    for e in conll:
+        spans = [[start, end, kind] for kind, start, end in entity_spans(e["tags"], "BIO")]
+        rows.append(json.dumps({"text": "".join(e["tokens"]), "label": spans}, ensure_ascii=False))
+    spans = SequenceLabelingReader(format="spans").read(write(tmp_path, "dev.json", "\n".join(rows) + "\n"), "dev")
+    assert all(len(t) == 1 for e in conll for t in e["tokens"])  # the sample data is one character per token
+    assert [e["tags"] for e in spans] == [e["tags"] for e in conll]
+
+
 def test_predict_files_without_tags(tmp_path):
     conll = write(tmp_path, "p.txt", "中\n国\n\n好\n")
     assert [e["tags"] for e in SequenceLabelingReader().read(conll, "predict")] == [None, None]
@@ -129,6 +186,8 @@ def test_invalid_gold_is_reported_not_repaired(tmp_path, capsys):
     ({"window_overlap": -1}, r"dataset_reader\.window_overlap: must be >= 0"),
     ({"dev_from_train": 1.5}, r"dataset_reader\.dev_from_train: must be in \[0, 1\)"),
     ({"format": "jsonl", "delimiter": "\t"}, r"dataset_reader\.delimiter: only used with format 'conll'"),
+    ({"format": "spans", "scheme": "BIOES"}, r"dataset_reader\.scheme: format 'spans' writes BIO tags, got 'BIOES'"),
+    ({"format": "spans", "token_column": 0}, r"dataset_reader\.token_column: format 'spans' needs a field name"),
 ])
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -37,6 +37,14 @@ class SequenceLabelingReader(DatasetReader):
     * ``jsonl``: one object per line with a token list (field ``token_column``,
       default ``tokens``; a string is read as its characters) and a tag list
       (``tag_column``, default ``tags``).
+    * ``spans``: one object per line with a text (field ``token_column``,
+      default ``text``) and its entities as character spans (``tag_column``,
+      default ``label``), either CLUENER's ``{"TYPE": {"mention": [[start,
+      end]]}}`` (end inclusive; each mention is checked against the text) or
+      a list of ``[start, end, "TYPE"]`` or ``{"start", "end", "label"}``
+      (end exclusive, as doccano and Label Studio export them). The tokens
+      are the characters of the text and the tags BIO; overlapping spans are
+      an error.
 
     Predict files may leave the tags out.
     """
@@ -44,13 +52,16 @@ class SequenceLabelingReader(DatasetReader):
     default_metric = "micro_f1"
 
     @check_args("dataset_reader")
-    def __init__(self, format: Annotated[Literal["conll", "line", "jsonl"], Key(
+    def __init__(self, format: Annotated[Literal["conll", "line", "jsonl", "spans"], Key(
                      "conll: a token and its tag per line, a blank line between sentences; line: "
-                     "tokens<TAB>tags per line; jsonl: token and tag lists")] = "conll",
+                     "tokens<TAB>tags per line; jsonl: token and tag lists; spans: a text and its entities' "
+                     "character spans (CLUENER, doccano)")] = "conll",
                  token_column: Annotated[Column, Key("conll: column index of the token (null: 0); jsonl: "
-                                                     "field name (null: tokens)")] = None,
+                                                     "field name (null: tokens); spans: field of the text "
+                                                     "(null: text)")] = None,
                  tag_column: Annotated[Column, Key("conll: column index of the tag (null: 1); jsonl: field "
-                                                   "name (null: tags)")] = None,
+                                                   "name (null: tags); spans: field of the spans (null: "
+                                                   "label)")] = None,
                  delimiter: Annotated[Optional[str], Key("conll: column separator (null: tab or whitespace)",
                                                          nonempty=True)] = None,
                  scheme: Annotated[Literal["auto", "BIO", "IOB1", "BIOES", "BMES"], Key(
@@ -70,22 +81,26 @@ class SequenceLabelingReader(DatasetReader):
                 else "delimiter"
             raise ConfigError(f"dataset_reader.{key}: not used with format 'line' "
                               f"(tokens<TAB>tags, each side split on spaces)")
-        want = {"conll": int, "jsonl": str}.get(format)
+        want = {"conll": int, "jsonl": str, "spans": str}.get(format)
         for key, value in (("token_column", token_column), ("tag_column", tag_column)):
             if want and value is not None and (type(value) is not want):
                 kind = "a column index" if want is int else "a field name"
                 raise ConfigError(f"dataset_reader.{key}: format {format!r} needs {kind}, got {value!r}")
         if delimiter is not None and format != "conll":
             raise ConfigError(f"dataset_reader.delimiter: only used with format 'conll', got format {format!r}")
+        if format == "spans" and scheme not in ("auto", "BIO"):
+            raise ConfigError(f"dataset_reader.scheme: format 'spans' writes BIO tags, got {scheme!r} "
+                              f"(use 'auto' or 'BIO')")
         if format == "conll" and token_column is not None and token_column == tag_column:
             raise ConfigError(f"dataset_reader.tag_column: the same column as token_column ({token_column})")
         self.format = format
-        default_columns = {"conll": (0, 1), "jsonl": ("tokens", "tags"), "line": (None, None)}[format]
+        default_columns = {"conll": (0, 1), "jsonl": ("tokens", "tags"), "spans": ("text", "label"),
+                           "line": (None, None)}[format]
         self.token_column = default_columns[0] if token_column is None else token_column
         self.tag_column = default_columns[1] if tag_column is None else tag_column
         self.delimiter = delimiter
         self.configured_scheme = scheme
-        self.scheme = None if scheme == "auto" else scheme
+        self.scheme = "BIO" if format == "spans" else None if scheme == "auto" else scheme
         self.label_file = label_file
         self.window_overlap = window_overlap
         self.invalid_gold = invalid_gold
@@ -96,7 +111,8 @@ class SequenceLabelingReader(DatasetReader):
     # ---- reading ---------------------------------------------------------
     def read(self, path, split):
         with self.open_data(path) as source:
-            reader = {"conll": self._read_conll, "line": self._read_line, "jsonl": self._read_jsonl}[self.format]
+            reader = {"conll": self._read_conll, "line": self._read_line, "jsonl": self._read_jsonl,
+                      "spans": self._read_spans}[self.format]
             examples = list(reader(source, path, split))
         if not examples and split != "predict":
             raise DataError(f"{path}: no sentences")
@@ -199,13 +215,35 @@ class SequenceLabelingReader(DatasetReader):
                 continue
             yield self._example(tokens, tags, path, number, split)
 
+    def _read_spans(self, source, path, split):
+        fields = {"text": self.token_column, "spans": self.tag_column}
+        for number, row in jsonl_rows(source, fields, optional=("spans",) if split == "predict" else ()):
+            text, spans = row["text"], row["spans"]
+            if not isinstance(text, str) or not text.strip():
+                source.bad(number, f"field {self.token_column!r} must be a non-empty text, got {clip(text)}")
+                continue
+            if spans is None and split == "predict":
+                yield self._example(list(text), None, path, number, split)
+                continue
+            try:
+                tags = spans_to_bio(text, spans)
+            except ValueError as e:
+                source.bad(number, f"field {self.tag_column!r}: {e}")
+                continue
+            yield self._example(list(text), tags, path, number, split)
+
     def read_inputs(self, inputs):
         """A token list, or a text: split on whitespace when it has any
-        (``John lives in Paris``), else into characters (``我爱北京``)."""
+        (``John lives in Paris``), else into characters (``我爱北京``); always
+        into characters under format ``spans``, as the model was trained."""
         examples = []
         for i, value in enumerate(inputs):
-            tokens = (value.split() if any(c.isspace() for c in value.strip()) else list(value.strip())) \
-                if isinstance(value, str) else value
+            if isinstance(value, str) and self.format == "spans":
+                tokens = list(value) if value.strip() else None
+            elif isinstance(value, str):
+                tokens = value.split() if any(c.isspace() for c in value.strip()) else list(value.strip())
+            else:
+                tokens = value
             if not (isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, str) and t for t in tokens)):
                 raise DataError(f"input {i}: expected a text or a list of non-empty tokens, got {clip(value)}")
             examples.append(self._example(list(tokens), None, "input", i, "predict"))
@@ -432,16 +470,71 @@ class SequenceLabelingReader(DatasetReader):
         return METRICS.get("sequence_labeling", "metric")(gold, pred, self.scheme)
 
     def prediction_rows(self, examples, predictions, labels):
+        join = "".join if self.format == "spans" else join_tokens  # spans: the tokens are the text's characters
         rows = []
         for example, p in zip(examples, predictions):
             tokens = example["tokens"]
-            entities = [{"type": kind, "start": start, "end": end, "text": join_tokens(tokens[start:end])}
+            entities = [{"type": kind, "start": start, "end": end, "text": join(tokens[start:end])}
                         for kind, start, end in entity_spans(p["tags"], self.scheme)]
-            row = {"tokens": tokens, "tags": p["tags"], "entities": entities}
+            row = {"text": "".join(tokens)} if self.format == "spans" else {}  # entity offsets are characters
+            row.update({"tokens": tokens, "tags": p["tags"], "entities": entities})
             if example["tags"] is not None:
                 row["gold"] = example["tags"]
             rows.append(row)
         return rows
+
+
+def spans_to_bio(text, spans):
+    """BIO tags, one per character of ``text``, from entity spans: CLUENER's
+    ``{type: {mention: [[start, end], ...]}}`` (end inclusive, the mention
+    must be the text there), or a list of ``[start, end, type]`` /
+    ``{"start", "end", "label" | "type"}`` (end exclusive). ValueError says
+    what does not fit."""
+    found = []  # (start, end exclusive, type)
+    if isinstance(spans, dict):
+        for kind, mentions in spans.items():
+            if not isinstance(mentions, dict):
+                raise ValueError(f"type {kind!r}: expected {{mention: [[start, end], ...]}}, got {clip(mentions)}")
+            for mention, places in mentions.items():
+                if not (isinstance(places, list) and all(_pair(p) for p in places)):
+                    raise ValueError(f"{kind!r} {mention!r}: expected a list of [start, end], got {clip(places)}")
+                for start, end in places:
+                    if not 0 <= start <= end < len(text) or text[start:end + 1] != mention:
+                        raise ValueError(f"{kind!r} {mention!r} at [{start}, {end}] (end inclusive, as in "
+                                         f"CLUENER): the text there is {text[max(start, 0):end + 1]!r} "
+                                         f"(the text has {len(text)} characters)")
+                    found.append((start, end + 1, kind))
+    elif isinstance(spans, list):
+        for span in spans:
+            if isinstance(span, dict):
+                kind = span.get("label", span.get("type"))
+                start, end = span.get("start"), span.get("end")
+                kind = kind[0] if isinstance(kind, list) and len(kind) == 1 else kind  # Label Studio: ["PER"]
+            elif isinstance(span, list) and len(span) == 3:
+                start, end, kind = span
+            else:
+                raise ValueError(f"expected [start, end, type] or {{start, end, label}}, got {clip(span)}")
+            if not (_pair([start, end]) and isinstance(kind, str) and kind and 0 <= start < end <= len(text)):
+                raise ValueError(f"span {clip(span)}: expected 0 <= start < end <= {len(text)} (the text's "
+                                 f"length; end exclusive) and a type name")
+            found.append((start, end, kind))
+    else:
+        raise ValueError(f"expected CLUENER's {{type: {{mention: [[start, end]]}}}} or a list of spans, "
+                         f"got {clip(spans)}")
+    tags = ["O"] * len(text)
+    for start, end, kind in sorted(set(found)):
+        if any(t != "O" for t in tags[start:end]):
+            raise ValueError(f"{kind!r} at [{start}, {end}) overlaps another entity (nested entities are not "
+                             f"supported)")
+        if any(c.isspace() for c in kind) or "-" in kind[:1]:
+            raise ValueError(f"entity type {kind!r}: no spaces, and not starting with '-'")
+        tags[start:end] = [f"B-{kind}"] + [f"I-{kind}"] * (end - start - 1)
+    return tags
+
+
+def _pair(value):
+    return (isinstance(value, list) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value))
 
 
 def token_pieces(tokenizer, tokens, budget, split):
