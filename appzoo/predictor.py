@@ -32,6 +32,7 @@ import numpy as np
 
 from appzoo import archive
 from appzoo.errors import ConfigError, DataError, RunError, UserError
+from appzoo.progress import bars
 
 ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
 ONNX_FILE = "model.onnx"
@@ -193,10 +194,12 @@ class Predictor:
     ``dataset_reader.threshold``), the tokens, tags and entity spans, or the
     match score, the label it gives at the saved threshold
     (:attr:`reader_state`) and, for pointwise models, the probabilities.
+    ``progress_bar``: show the tokenising bars of ``predict`` (off: a call
+    from a service prints nothing).
     """
 
     def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
-                 mkldnn=True):
+                 mkldnn=True, progress_bar=False):
         from appzoo.encoders import load_encoder
         from appzoo.plan import DatasetConfig
         from appzoo.registry import MODELS, READERS
@@ -232,6 +235,7 @@ class Predictor:
         self._set_up(model, reader, tokenizer, saved.labels, max_seq_len, engine, inference_dir, batch_size,
                      num_threads, mkldnn)
         self.reader_state = saved.reader_state
+        self.progress_bar = progress_bar
 
     @classmethod
     def from_parts(cls, model, reader, tokenizer, labels, max_seq_len, *, engine, inference_dir,
@@ -241,6 +245,7 @@ class Predictor:
         self._set_up(model, reader, tokenizer, labels, max_seq_len, engine, inference_dir, batch_size,
                      num_threads, mkldnn)
         self.reader_state = reader.state()
+        self.progress_bar = True  # as the run says (trainer.progress_bar)
         return self
 
     def _set_up(self, model, reader, tokenizer, labels, max_seq_len, engine, inference_dir, batch_size,
@@ -265,8 +270,9 @@ class Predictor:
         if not inputs:
             return []
         examples = self.reader.read_inputs(inputs)
-        features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
-        predictions, _ = self.predict_features(examples, features)
+        with bars(self.progress_bar):
+            features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
+            predictions, _ = self.predict_features(examples, features)
         return self.reader.prediction_rows(examples, predictions, self.labels)
 
     # ---- examples and features (the runner's eval and predict) -----------

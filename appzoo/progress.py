@@ -3,6 +3,8 @@
 tqdm reads its ``TQDM_*`` environment variables when it is imported, so the
 run's setting is kept here and every bar of the toolkit asks for it.
 """
+import contextlib
+
 from tqdm.auto import tqdm
 
 ENABLED = True
@@ -13,6 +15,18 @@ def progress(*args, **kwargs):
     if not ENABLED:
         kwargs["disable"] = True
     return tqdm(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def bars(enabled):
+    """Within the block, bars are shown only when ``enabled`` and the run allows them."""
+    global ENABLED
+    before = ENABLED
+    ENABLED = before and enabled
+    try:
+        yield
+    finally:
+        ENABLED = before
 
 
 def note(message):

@@ -101,10 +101,17 @@ def test_do_predict_and_eval_on_an_engine(runs, task, engine):
                 assert after[split][key] == pytest.approx(value, abs=1e-4), (split, key)
 
 
-def test_raw_texts_for_sequence_labeling(runs):
+def test_raw_texts_for_sequence_labeling(runs, capsys, monkeypatch):
     """A text without spaces is read as characters, one with spaces is split on them."""
+    from appzoo import progress
+
+    monkeypatch.setattr(progress, "ENABLED", True)  # as in a fresh process (runs set it from their config)
     predictor = Predictor(os.path.join(runs["ner_crf"], "best"))
+    capsys.readouterr()
     chars, words = predictor.predict(["张三在北京", "John lives in Paris"])
+    assert "".join(capsys.readouterr()) == "", "no bars unless progress_bar=True"
+    Predictor(os.path.join(runs["ner_crf"], "best"), progress_bar=True).predict(["张三在北京"])
+    assert "tokenize predict" in "".join(capsys.readouterr())
     assert chars["tokens"] == list("张三在北京") and words["tokens"] == ["John", "lives", "in", "Paris"]
     assert len(chars["tags"]) == 5 and all("start" in e and "end" in e for e in chars["entities"])
 
