@@ -24,9 +24,11 @@ names the file; :func:`check_model_sources` does it while planning, before
 anything is written.
 """
 import collections
+import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -591,13 +593,26 @@ def load_encoder(folder):
     import paddlenlp.transformers as transformers
 
     check_saved_encoder(folder)
+    with _paddlenlp_warnings_only():  # it logs each file it loads at INFO
+        try:
+            config = transformers.AutoConfig.from_pretrained(folder)
+            model = getattr(transformers, config.architectures[0])(config)
+        except Exception as e:  # the files passed the cheap checks; show what paddlenlp says
+            raise UserError(f"{os.path.join(folder, 'config.json')}: the encoder cannot be rebuilt from it "
+                            f"({type(e).__name__}: {_first_line(e)}); the saved run is damaged") from None
+        return model, _load_tokenizer(folder, "", UserError)
+
+
+@contextlib.contextmanager
+def _paddlenlp_warnings_only():
+    from paddlenlp.utils.log import logger
+
+    level = logger.logger.level
+    logger.logger.setLevel(max(level, logging.WARNING))
     try:
-        config = transformers.AutoConfig.from_pretrained(folder)
-        model = getattr(transformers, config.architectures[0])(config)
-    except Exception as e:  # the files passed the cheap checks; show what paddlenlp says
-        raise UserError(f"{os.path.join(folder, 'config.json')}: the encoder cannot be rebuilt from it "
-                        f"({type(e).__name__}: {_first_line(e)}); the saved run is damaged") from None
-    return model, _load_tokenizer(folder, "", UserError)
+        yield
+    finally:
+        logger.logger.setLevel(level)
 
 
 def _first_line(error):
