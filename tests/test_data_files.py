@@ -206,10 +206,18 @@ def test_labels_differing_by_case_give_one_warning(tmp_path, capsys):
     train = reader.read(write(tmp_path, "a.tsv", "a\tSports\nb\tsports\nc\tsports\nd\tnews\n"), "train")
     assert reader.build_labels(train) == ["Sports", "news", "sports"]
     out = capsys.readouterr().out.strip().splitlines()
-    assert out == ["warning: labels that differ only by case or surrounding whitespace are different classes: "
-                   "'Sports' (1) / 'sports' (2) (training counts in brackets; fix the data if they mean one label)"]
+    assert out == ["warning: labels that differ only by case, surrounding whitespace or number format are "
+                   "different classes: 'Sports' (1) / 'sports' (2) (training counts in brackets; fix the data if "
+                   "they mean one label)"]
     reader.build_labels(train[2:])
     assert capsys.readouterr().out == ""
+
+
+def test_labels_written_as_different_numbers_warn(tmp_path, capsys):
+    reader = ClassificationReader()
+    reader.build_labels(reader.read(write(tmp_path, "a.tsv", "a\t1\nb\t1.0\nc\t0\nd\t2\ne\t10\n"), "train"))
+    out = capsys.readouterr().out
+    assert "'1' (1) / '1.0' (1)" in out and "'0'" not in out and "'10'" not in out
 
 
 def test_multi_label_and_label_file_variants_warn_too(tmp_path, capsys):
@@ -228,7 +236,7 @@ def test_ner_tags_differing_by_case_or_spaces_warn(tmp_path, capsys):
                                                    '{"tokens": ["e"], "tags": ["B-PER "]}\n'), "train")
     reader.build_labels(train)
     out = capsys.readouterr().out
-    assert out.count("warning: tags that differ only by case or surrounding whitespace") == 1
+    assert out.count("warning: tags that differ only by case, surrounding whitespace") == 1
     assert all(f"{tag!r} (1)" in out for tag in ("B-PER", "B-per", "B-PER ")) and "'O'" not in out
 
 

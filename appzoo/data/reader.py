@@ -7,6 +7,7 @@ batching, turning model outputs back into per-example predictions, metrics
 and the rows of ``predictions.jsonl``. The trainer only moves batches.
 """
 import contextlib
+import math
 import os
 from collections import Counter
 from typing import Annotated, Literal
@@ -206,9 +207,19 @@ def warn_label_variants(counts, what="label"):
     examples}`` in the label set's order."""
     groups = {}
     for label in counts:
-        groups.setdefault(label.strip().casefold(), []).append(label)
+        groups.setdefault(_variant_key(label), []).append(label)
     variants = [group for group in groups.values() if len(group) > 1]
     if variants:
         listed = "; ".join(" / ".join(f"{label!r} ({counts[label]})" for label in group) for group in variants)
-        note(f"warning: {what}s that differ only by case or surrounding whitespace are different classes: "
-             f"{listed} (training counts in brackets; fix the data if they mean one {what})")
+        note(f"warning: {what}s that differ only by case, surrounding whitespace or number format are different "
+             f"classes: {listed} (training counts in brackets; fix the data if they mean one {what})")
+
+
+def _variant_key(label):
+    """What labels that mean the same share: ``Sports``/``sports `` and ``1``/``1.0``."""
+    text = label.strip().casefold()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return repr(number) if math.isfinite(number) else text
