@@ -24,7 +24,9 @@ the end of the sweep: it leaves ``diverged.json`` in its folder, counts as
 ended, and its setting's verdict says how many of its runs diverged.
 Each run's state is read again just before it starts and a run folder
 locked by another live process is left to it, so the same command started
-twice shares the runs between two workers.
+twice shares the runs between two workers. A grid may extend the sweep whose
+results are in the folder (more settings or seeds); one that leaves some out
+is refused, as it would replace that sweep's table.
 
 The results (``sweep.json``, ``sweep.md``, ``sweep.png`` in
 ``<output_dir>/sweep/``) give per setting the mean and the sample standard
@@ -221,6 +223,7 @@ def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
         raise ConfigError(f"--sweep: a sweep trains; trainer.do {base.do} has no 'train'")
     root = os.path.join(base.trainer.output_dir, "sweep")
     seed_list = [base.trainer.seed + i for i in range(seeds)]
+    _check_extends_results(root, settings, seed_list)
     runs = []
     for setting in settings:
         for seed in seed_list:
@@ -236,6 +239,26 @@ def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
     if greater is None:
         greater = not base.metric.endswith("loss")  # the trainer's rule
     return Sweep(root, settings, runs, seed_list, base.metric, greater, command, param_path)
+
+
+def _check_extends_results(root, settings, seeds):
+    """The results of the sweep already in ``root`` are rewritten only by a
+    grid that keeps all their settings and seeds (the same or an extension):
+    a smaller or another grid would replace the table of the first."""
+    path = os.path.join(root, "sweep.json")
+    if not os.path.exists(path):
+        return
+    old = archive.read_json(path, "results of a sweep")
+    old_names = [row.get("setting") for row in old.get("settings", [])]
+    names = {s.name for s in settings}
+    lost = [name for name in old_names if name not in names]
+    lost_seeds = sorted(set(old.get("seeds", [])) - set(seeds))
+    if lost or lost_seeds:
+        what = f"setting {lost[0]!r}" if lost else f"seed {lost_seeds[0]}"
+        raise ConfigError(f"--sweep: {path} holds the results of a sweep with {what}, which this grid leaves "
+                          f"out, so its table would be replaced; keep every setting and seed of that sweep "
+                          f"(adding more is fine: {', '.join(old_names)}; seeds {', '.join(map(str, old['seeds']))})"
+                          f", or set trainer.output_dir to another folder")
 
 
 def _plan_run(run_config, state, param_path, do, name):

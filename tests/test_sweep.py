@@ -72,6 +72,21 @@ def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tiny_sweep):
     assert (root / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_smaller_grid_does_not_replace_the_results_of_a_sweep(tiny_sweep, capsys):
+    before = {name: (tiny_sweep / name).read_bytes() for name in ("sweep.json", "sweep.md", "sweep.png")}
+    out = tiny_sweep.parent
+    for grid, seeds, lost in ((['model.loss=[{"name":"ce"}]'], "2", r"setting 'loss=name-focal_gamma-1'"),
+                              (['model.loss=[{"name":"ce"},{"name":"focal","gamma":1}]'], "1", "seed 43")):
+        capsys.readouterr()
+        assert run_trainer.main(tiny(out, "--sweep", *grid, "--seeds", seeds)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(r"--sweep: .*sweep\.json holds the results of a sweep with " + lost
+                                           + r", which this grid leaves out, .* set trainer\.output_dir", err[0])
+    assert {name: (tiny_sweep / name).read_bytes() for name in before} == before
+    settings = [sweep.Setting(name, {}) for name in ("loss=name-ce", "loss=name-focal_gamma-1", "loss=name-dice")]
+    sweep._check_extends_results(str(tiny_sweep), settings, [42, 43, 44])  # an extension is fine
+
+
 def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_one(tmp_path, monkeypatch):
     out = tmp_path / "out"
     real_run = runner.run
