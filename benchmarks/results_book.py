@@ -50,7 +50,8 @@ TABLES = [
      "sweeps": [
          _sweep("ner_weibo_fc_ce.json", "weibo_softmax",
                 'model.loss=[{"name":"ce"},{"name":"ce","class_weights":"balanced"},{"name":"focal","gamma":2.0},'
-                '{"name":"dice","alpha":1.0,"smooth":1.0},{"name":"ghm"}]', sizes=("trainer.epochs=3",)),
+                '{"name":"dice","alpha":1.0,"smooth":1.0},{"name":"ghm"},{"name":"dice","alpha":0.1,"smooth":1.0},'
+                '{"name":"dice","alpha":0.0,"smooth":1.0}]', sizes=("trainer.epochs=3",)),
          _sweep("ner_weibo_crf.json", "weibo_crf", 'model.loss=[null,{"name":"dice","alpha":1.0,"smooth":1.0}]',
                 sizes=("trainer.epochs=3",)),
      ]},
@@ -69,6 +70,10 @@ TABLES = [
      "'no match' scores 0.69 on AFQMC dev)",
      "anchors": "ERNIE 3.0-Nano dev accuracy 70.51",
      "sweeps": [_sweep("mtch_afqmc_fc_pointwise.json", "afqmc_pointwise", "model.loss.name=ce,focal,dice",
+                       sizes=("trainer.max_steps=600", "trainer.eval_steps=300")),
+                _sweep("mtch_afqmc_fc_pointwise.json", "afqmc_dice_alpha",
+                       'model.loss=[{"name":"ce"},{"name":"dice","alpha":1.0,"smooth":1.0},'
+                       '{"name":"dice","alpha":0.1,"smooth":1.0},{"name":"dice","alpha":0.0,"smooth":1.0}]',
                        sizes=("trainer.max_steps=600", "trainer.eval_steps=300")),
                 _sweep("mtch_afqmc_pairwise_circle.json", "afqmc_pairwise",
                        'model.loss=[{"name":"circle","margin":0.25,"scale":32.0},{"name":"pairwise_hinge"},'
