@@ -252,20 +252,21 @@ def _check_extends_results(root, settings, seeds):
     old_names = [row.get("setting") for row in old.get("settings", [])]
     names = {s.name for s in settings}
     lost = [name for name in old_names if name not in names]
-    lost_seeds = sorted(set(old.get("seeds", [])) - set(seeds))
+    old_seeds = old.get("seeds", [])
+    lost_seeds = sorted(set(old_seeds) - set(seeds))
     if lost or lost_seeds:
         what = f"setting {lost[0]!r}" if lost else f"seed {lost_seeds[0]}"
         raise ConfigError(f"--sweep: {path} holds the results of a sweep with {what}, which this grid leaves "
                           f"out, so its table would be replaced; keep every setting and seed of that sweep "
-                          f"(adding more is fine: {', '.join(old_names)}; seeds {', '.join(map(str, old['seeds']))})"
-                          f", or set trainer.output_dir to another folder")
+                          f"(adding more is fine: {', '.join(old_names)}; seeds {', '.join(map(str, old_seeds))}), "
+                          f"or set trainer.output_dir to another folder")
 
 
 def _plan_run(run_config, state, param_path, do, name):
     from appzoo.plan import validate
 
     run_config = copy.deepcopy(run_config)
-    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in ("done", "diverged", "redo"))
+    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in (*ENDED, "redo"))
     try:
         plan = validate(run_config, param_path, do=do)
     except ConfigError as e:
