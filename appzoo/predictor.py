@@ -282,6 +282,8 @@ class Predictor:
         and the outputs are put back in input order before decoding."""
         import paddle
 
+        if not examples:  # an empty predict file
+            return [], None
         if not features:
             return self.reader.decode(examples, features, {}, self.labels), None
         order = np.argsort([_length(f) for f in features], kind="stable")

@@ -244,6 +244,8 @@ def _modes(plan, prepared, folder, resume_from, started):
             if split in p.splits:
                 metrics[split] = (predictor or trainer).evaluate(p.splits[split], p.features[split], split=split)
     if "predict" in plan.do:
+        if not p.splits["predict"] and trainer.is_main:
+            note(f"note: {plan.data.predict} has no rows to predict; predictions.jsonl is empty")
         predict = predictor.predict_features if predictor else trainer.predict
         predictions, _ = predict(p.splits["predict"], p.features["predict"])
         if trainer.is_main:

@@ -335,9 +335,12 @@ class Trainer:
             shares = []
             paddle.distributed.all_gather_object(shares, (rows, outputs, losses, sizes))
             rows = [i for share in shares for i in share[0]]
-            outputs = {k: [v for share in shares for v in share[1].get(k, [])] for k in outputs}
+            keys = dict.fromkeys(k for share in shares for k in share[1])  # a rank with no batch has none
+            outputs = {k: [v for share in shares for v in share[1].get(k, [])] for k in keys}
             losses = [v for share in shares for v in share[2]]
             sizes = [v for share in shares for v in share[3]]
+        if not examples:  # an empty predict file
+            return [], None
         back = np.argsort(rows, kind="stable")  # row position of each feature, in the features' order
         outputs = {k: [v[j] for j in back] for k, v in outputs.items()}
         predictions = self.reader.decode(examples, features, outputs, self.labels)

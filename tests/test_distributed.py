@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-ARGS = ["run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json", "--do", "train,eval",
+ARGS = ["run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json", "--do", "train,eval,predict",
         "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.logging_steps=2",
         "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", LIBC_FATAL_STDERR_="1")  # glibc aborts print to the log, not a tty
@@ -45,6 +45,10 @@ def test_two_process_data_parallel_run(one_launcher):
     rows = [json.loads(line) for line in open(one_launcher / "train_log.jsonl", encoding="utf-8")]
     assert [r["step"] for r in rows if "loss" in r] == [2, 4]  # written once, by rank 0
     assert 0 <= metrics["test"]["macro_f1"] <= 1 and sum(map(sum, metrics["test"]["confusion_matrix"])) == 300
+    # 40 predict rows make one batch: rank 1 predicts nothing and still gets every row
+    predictions = [json.loads(line) for line in open(one_launcher / "predictions.jsonl", encoding="utf-8")]
+    assert len(predictions) == 40 and all(set(row["probs"]) == {"finance", "health", "sports", "tech"}
+                                          for row in predictions)
 
 
 def test_two_launchers_of_one_process_match_one_launcher_of_two(one_launcher, tmp_path):
@@ -63,6 +67,7 @@ def test_two_launchers_of_one_process_match_one_launcher_of_two(one_launcher, tm
         stdout, stderr = node.communicate(timeout=300)
         _check(subprocess.CompletedProcess(node.args, node.returncode, stdout, stderr), tmp_path / f"log{rank}")
     assert _metrics(out) == _metrics(one_launcher)
+    assert (out / "predictions.jsonl").read_bytes() == (one_launcher / "predictions.jsonl").read_bytes()
 
 
 def test_workers_leave_no_vocabulary_folder_behind(one_launcher):

@@ -101,6 +101,20 @@ def test_do_predict_and_eval_on_an_engine(runs, task, engine):
                 assert after[split][key] == pytest.approx(value, abs=1e-4), (split, key)
 
 
+@pytest.mark.parametrize("engine", ["dygraph", "paddle_inference"])
+@pytest.mark.parametrize("task", list(EXAMPLES))
+def test_an_empty_predict_file_gives_empty_predictions(runs, task, engine, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    out = tmp_path / "out"
+    assert run_trainer.main(["--param_path", EXAMPLES[task], "--set", f"trainer.output_dir={out}", *FAST,
+                             "--do", "predict", "--set", f"trainer.init_from={os.path.join(runs[task], 'best')}",
+                             "--set", f"dataset_reader.predict={empty}",
+                             "--set", f"trainer.inference_engine={engine}"]) == 0
+    assert (out / "predictions.jsonl").read_text(encoding="utf-8") == ""
+    assert f"note: {empty} has no rows to predict; predictions.jsonl is empty" in "".join(capsys.readouterr())
+
+
 def test_raw_texts_for_sequence_labeling(runs, capsys, monkeypatch):
     """A text without spaces is read as characters, one with spaces is split on them."""
     from appzoo import progress

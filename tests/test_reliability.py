@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 import numpy as np
+import paddle
 import pytest
 
 import run_trainer
@@ -38,11 +39,14 @@ def param_file(tmp_path_factory):
         config = json.load(f)
     for split in ("train", "dev", "test", "predict"):
         config["dataset_reader"][split] = str(folder / f"{split}.tsv")
+    # one thread: runs in forked children (see in_child) and in this process give the same numbers
     config["trainer"].update({"max_steps": 6, "eval_steps": 2, "logging_steps": 1, "batch_size": 16,
-                              "keep_checkpoints": 2, "progress_bar": False, "plots": False, "patience": 0})
+                              "keep_checkpoints": 2, "progress_bar": False, "plots": False, "patience": 0,
+                              "num_threads": 1})
     path = folder / "params.json"
     path.write_text(json.dumps(config), encoding="utf-8")
-    return str(path)
+    yield str(path)
+    paddle.base.core.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # as conftest set it, for later modules
 
 
 def cli(param_file, out, *extra):
@@ -56,6 +60,10 @@ def in_child(param_file, out, *extra, fault=None):
     if pid == 0:  # pragma: no cover - the child
         code = 1
         try:
+            # One OpenMP thread from the start: the parent's thread team (after a Paddle Inference
+            # run in this process, say) does not exist in a forked child, and a parallel region
+            # with more threads would wait for it forever.
+            paddle.base.core.set_num_threads(1)
             if fault:
                 os.environ["APPZOO_FAULT"] = fault
             code = cli(param_file, out, *extra)
