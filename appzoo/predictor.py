@@ -284,8 +284,6 @@ class Predictor:
 
         if not examples:  # an empty predict file
             return [], None
-        if not features:
-            return self.reader.decode(examples, features, {}, self.labels), None
         order = np.argsort([_length(f) for f in features], kind="stable")
         rows = [None] * len(features)
         pad_id = self.tokenizer.pad_token_id

@@ -218,8 +218,14 @@ def warn_label_variants(counts, what="label"):
 def _variant_key(label):
     """What labels that mean the same share: ``Sports``/``sports `` and ``1``/``1.0``."""
     text = label.strip().casefold()
+    number = label_number(text)
+    return text if number is None else repr(number)
+
+
+def label_number(text):
+    """A label written as a number (``1``, ``1.0``) as a finite float, else None."""
     try:
-        number = float(text)
+        value = float(text)
     except ValueError:
-        return text
-    return repr(number) if math.isfinite(number) else text
+        return None
+    return value if math.isfinite(value) else None

@@ -16,14 +16,13 @@ score (probability of the positive label, or similarity) is tuned on dev for
 the best F1 (:meth:`MatchingReader.fit`), saved with the model and reused
 for test and predict.
 """
-import math
 from typing import Annotated, Literal, Optional
 
 import numpy as np
 
 from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
-from appzoo.data.reader import DatasetReader, label_counts
+from appzoo.data.reader import DatasetReader, label_counts, label_number
 from appzoo.data.tabular import (
     DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
     wrong_type,
@@ -112,14 +111,15 @@ class MatchingReader(DatasetReader):
         if value is None:
             return None
         label = str(value).strip()
+        number = label_number(label)
         for known in (self.positive_label, self.negative_label):
-            if label != known and _number(label) is not None and _number(label) == _number(known):
+            if label != known and number is not None and number == label_number(known):
                 return known  # 1.0 for 1: labels written by a float column
         if label not in (self.positive_label, self.negative_label):
             near = [known for known in (self.positive_label, self.negative_label)
                     if known.strip().casefold() == label.casefold()]
             hint = f"; it differs from {near[0]!r} only by case or spaces" if near else ""
-            if header_like and not near and _number(label) is None:
+            if header_like and not near and number is None:
                 hint = "; if this line is a header row, set dataset_reader.header=1"
             raise DataError(
                 f"{where}: label {label!r} is neither the positive label {self.positive_label!r} nor the "
@@ -492,11 +492,3 @@ def _row_problem(row, fields, texts, label_required=False):
     empty = next((name for name in texts if not row[name].strip()), None)
     return f"empty {empty}" if empty else None
 
-
-def _number(text):
-    """``text`` as a finite float, else None."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
