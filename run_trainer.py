@@ -8,6 +8,7 @@
 import argparse
 import os
 import shlex
+import signal
 import sys
 
 from appzoo.env import configure_cpu, import_paddle_quietly
@@ -43,15 +44,41 @@ def list_registered():
         print(f"{title}: {', '.join(registry.names())}")
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    configure_cpu()  # process-wide CPU defaults: set here, by the command line, before paddle loads
-    import_paddle_quietly()
+def _import_libraries():
+    """Load paddle and register the losses, metrics, readers and models.
+
+    A Ctrl-C that lands while a C extension initialises comes out as another
+    exception (paddle's ``ImportError: initialization failed``); a handler that
+    notes the signal lets it be reported as the Ctrl-C it was."""
+    pressed = []
+
+    def on_sigint(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
     try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: signals go elsewhere anyway
+        previous = None
+    try:
+        import_paddle_quietly()
         import appzoo.losses  # noqa: F401  (registers the losses)
         import appzoo.metrics  # noqa: F401
         import tasks  # noqa: F401  (registers the task readers and models)
+    except Exception:
+        if pressed:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:  # from here on: a Ctrl-C while the libraries load (seconds) is one line too
+        configure_cpu()  # process-wide CPU defaults: set here, by the command line, before paddle loads
+        _import_libraries()
         if args.list:
             list_registered()
             return 0
@@ -68,11 +95,14 @@ def main(argv=None):
         config = load_param_file(args.param_path)
         apply_overrides(config, args.set)
         do = None
-        if args.do:
+        if args.do is not None:
             do = [m.strip() for m in args.do.split(",") if m.strip()]
             bad = [m for m in do if m not in MODES]
             if bad:
                 raise UserError(f"--do {args.do!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")
+            if not do:  # else an empty list would mean "the default modes"
+                raise UserError(f"--do {args.do!r}: no mode given (accepted: {', '.join(MODES)}, "
+                                f"comma-separated)")
         if args.sweep or args.seeds is not None:
             from appzoo.sweep import plan_sweep, run_sweep
 

@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import os
+import re
 import typing
 
 from appzoo.errors import ConfigError
@@ -293,7 +294,30 @@ def load_param_file(path):
         data.setdefault(key, {})
         if not isinstance(data[key], dict):
             raise ConfigError(f"{path}: {key}: expected an object, got {data[key]!r}")
+        check_text(data[key], key)
     return data
+
+
+def check_text(value, where):
+    """Raise ConfigError for a string in ``value`` (keys included) that holds a
+    surrogate: a byte that is not UTF-8 in a command-line argument (``$'out\\xff'``)
+    or a JSON escape such as ``"\\ud800"``. Such a string cannot be written into
+    config.json, so it is refused before anything is. ``where`` names ``value``."""
+    if isinstance(value, str):
+        found = re.search("[\ud800-\udfff]", value)
+        if found is not None:
+            char = ord(found.group())
+            what = (f"the byte 0x{char - 0xDC00:02x}, which is not UTF-8" if char >= 0xDC80
+                    else f"a lone surrogate \\u{char:04x}, which is not a character")
+            raise ConfigError(f"{where}: {value!r} holds {what}; a value must be UTF-8 text, since it is saved "
+                              f"in config.json (rename the path, or fix the value)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, where)
+            check_text(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for item in value:
+            check_text(item, where)
 
 
 def _read_text(path):
@@ -399,6 +423,13 @@ def apply_overrides(config, overrides):
             raise ConfigError(f"--set {item!r}: empty key in {key.strip()!r}; expected KEY.PATH=VALUE, "
                               f"e.g. trainer.epochs=3")
         value = parse_value(raw)
+        if raw.strip()[:1] in ("{", "["):
+            try:  # meant as JSON: say why it does not parse, not that a string is the wrong type
+                json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"--set {item!r}: the value starts with {raw.strip()[0]!r} but is not "
+                                  f"valid JSON ({e.msg} at column {e.colno} of the value)") from None
+        check_text(value, f"--set {key.strip()}")
         if len(parts) == 1 and not isinstance(value, dict):
             raise ConfigError(f"--set {item!r}: {parts[0]} is a section and takes an object, got {raw.strip()}; "
                               f"set one of its keys with --set {parts[0]}.KEY=VALUE")

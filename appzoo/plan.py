@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 from appzoo.archive import RunFolder, check_best, read_json
 from appzoo.callbacks import VisualDLLogger
-from appzoo.config import SECTIONS, Key, check_fields, check_kwargs, non_finite
+from appzoo.config import SECTIONS, Key, check_fields, check_kwargs, check_text, non_finite
 from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
@@ -219,6 +219,7 @@ def _check_sampler(trainer, reader, reader_type):
 
 def _check_output_dir(path):
     """The output folder is a folder, or can be made one, and can be written."""
+    check_text(path, "trainer.output_dir")  # its name is saved in config.json: UTF-8 only
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError(f"trainer.output_dir: {path!r} is a file, not a folder; choose a folder")
     existing = os.path.abspath(path)

@@ -235,9 +235,13 @@ def fetch(dataset, raw, mirror=None, base_url=BASE_URL, timeout=TIMEOUT_S):
         try:
             with open(where, "rb") as f:
                 data = f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise GetDataError(f"{where}: missing from the mirror (expected the layout "
                                f"DIR/OWNER/REPO/COMMIT/PATH of {base_url})") from None
+        except IsADirectoryError:
+            raise GetDataError(f"{where}: is a folder in the mirror, expected the raw file") from None
+        except OSError as e:
+            raise GetDataError(f"{where}: cannot read it from the mirror ({e.strerror})") from None
     else:
         where = f"{base_url}/{rel}"
         try:
@@ -258,8 +262,21 @@ def fetch(dataset, raw, mirror=None, base_url=BASE_URL, timeout=TIMEOUT_S):
 
 
 def write_atomic(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_bytes(path, data)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_bytes(path, data)
+    except OSError as e:  # a file where a folder goes, a folder where the file goes, no permission
+        raise GetDataError(f"{path}: cannot write it ({e.strerror}); check --dest") from None
+
+
+def check_dest(dest):
+    """``--dest`` is a folder, or can be made one: checked before anything is fetched."""
+    existing = os.path.abspath(dest)
+    while not os.path.exists(existing):  # the nearest part of the path that exists
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        where = "is a file" if existing == os.path.abspath(dest) else f"cannot be created: {existing!r} is a file"
+        raise GetDataError(f"--dest {dest!r} {where}; give a folder")
 
 
 def is_present(dataset, dest):
@@ -316,6 +333,7 @@ def main(argv=None):
         print(f"error: --mirror {args.mirror!r} is not a folder", file=sys.stderr)
         return 2
     try:
+        check_dest(args.dest)
         for name in dict.fromkeys(names):
             get(DATASETS[name], args.dest, args.mirror, args.base_url, args.timeout)
     except GetDataError as e:

@@ -429,7 +429,11 @@ simple("set-no-equals", "--set", (r"trainer\.epochs",), sets=["trainer.epochs"])
 simple("set-unknown-section", "--set", (r"trainers",), sets=["trainers.epochs=1"])
 simple("set-through-scalar", "--set", (r"trainer\.epochs",), sets=["trainer.epochs.x=1"])
 simple("set-empty-key", "--set", (r"=3",), sets=["=3"])
+simple("set-json-trailing-comma", "--set", (r"model\.loss", r"(?i)not valid JSON", r"column 17\b"),
+       sets=['model.loss={"name":"focal",}'])
 simple("do-unknown-mode", "--do", (r"\bfit\b",), do="fit")
+simple("do-only-a-comma", "--do", (r"--do ','", r"(?i)no mode"), do=",")
+case("do-empty", "--do", r"--do ''", r"(?i)no mode")(lambda ws: argv(ws.params(CLS)) + ["--do", ""])
 simple("do-misspelled-mode", "--do", (r"evaluate",), do="train,evaluate")
 simple("do-predict-without-predict-file", "--do", (r"dataset_reader\.predict",), example=ML, do="predict")
 simple("do-eval-without-model", "--do", (r"trainer\.init_from|best", r"/out\b"), do="eval")
@@ -647,17 +651,20 @@ def _(ws):
                           dataset_reader__label_column="lable", dataset_reader__predict=DELETE))
 
 
-def jsonl_cls(ws, edits):
-    """train.jsonl / dev.jsonl made from the TSV samples, with line edits."""
+def jsonl_cls(ws, edits, predict=None):
+    """train.jsonl / dev.jsonl made from the TSV samples, with line edits; a
+    predict.jsonl of the ``predict`` lines when given."""
     paths = {}
     for split in ("train", "dev"):
         rows = [json.dumps({"text": t, "label": l}, ensure_ascii=False) for t, l in ws.rows(f"cls/{split}.tsv")]
         for lineno, line in edits.get(split, {}).items():
             rows[lineno - 1] = line
         paths[split] = ws.write(f"data/{split}.jsonl", "\n".join(rows) + "\n")
+    paths["predict"] = DELETE if predict is None else ws.write("data/predict.jsonl", "\n".join(predict) + "\n")
     return ws.params(CLS, dataset_reader__format="jsonl", dataset_reader__text_column="text",
                      dataset_reader__label_column="label", dataset_reader__train=paths["train"],
-                     dataset_reader__dev=paths["dev"], dataset_reader__test=DELETE, dataset_reader__predict=DELETE)
+                     dataset_reader__dev=paths["dev"], dataset_reader__test=DELETE,
+                     dataset_reader__predict=paths["predict"])
 
 
 case("jsonl-number-as-text", "data rows", r"train\.jsonl:3\b", r"\btext\b", r"123")(
@@ -672,6 +679,9 @@ case("jsonl-empty-text", "data rows", r"train\.jsonl:5\b")(
     lambda ws: argv(jsonl_cls(ws, {"train": {5: '{"text": "", "label": "tech"}'}})))
 case("jsonl-label-list-in-single-label", "data rows", r"dev\.jsonl:2\b")(
     lambda ws: argv(jsonl_cls(ws, {"dev": {2: '{"text": "abc", "label": ["tech"]}'}})))
+# "\ud800" parses to half a UTF-16 pair: refused when read, not after training when predictions.jsonl is written
+case("jsonl-predict-lone-surrogate", "data encoding", r"predict\.jsonl:2\b", r"(?i)surrogate", r"\\ud800",
+     r"\btext\b")(lambda ws: argv(jsonl_cls(ws, {}, predict=['{"text": "abc"}', '{"text": "ab\\ud800c"}'])))
 
 
 def ner_sentences(ws, rel):
@@ -736,6 +746,29 @@ def _(ws):
                           dataset_reader__tag_column=DELETE, dataset_reader__train=train,
                           dataset_reader__dev=DELETE, dataset_reader__test=DELETE,
                           dataset_reader__predict=DELETE), "trainer.metric_for_best=loss")
+
+
+@case("ner-spans-predict-lone-surrogate", "data encoding", r"predict\.json:2\b", r"(?i)surrogate", r"\\udc00")
+def _(ws):
+    rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
+            {"text": "李四去北京。", "label": {"PER": {"李四": [[0, 1]]}, "LOC": {"北京": [[3, 4]]}}}]
+    train = ws.write("spans/train.json", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    predict = ws.write("spans/predict.json", '{"text": "王五在广州。"}\n{"text": "在\\udc00北京"}\n')
+    return argv(ws.params(NER, dataset_reader__format="spans", dataset_reader__token_column=DELETE,
+                          dataset_reader__tag_column=DELETE, dataset_reader__train=train,
+                          dataset_reader__dev=DELETE, dataset_reader__test=DELETE,
+                          dataset_reader__predict=predict), "trainer.metric_for_best=loss")
+
+
+@case("train-unicode-escape-lone-surrogate", "data encoding", r"train\.tsv:3\b", r"(?i)surrogate", r"column 3\b")
+def _(ws):
+    params = ws.params(CLS, dataset_reader__encoding="unicode_escape")
+    ws.edit("cls/train.tsv", 3, b"ab\\ud800cd\ttech")  # the codec turns the escape into the surrogate itself
+    return argv(params)
+
+
+simple("train-utf16-encoding-on-utf8-file", "data encoding", (r"train\.tsv\b", r"not utf-16", r"(?i)BOM"),
+       dataset_reader__encoding="utf-16")
 
 
 @case("ner-dev-tag-not-in-train", "data rows", r"dev\.txt:15\b", r"B-XYZ")
@@ -868,6 +901,17 @@ init_from_case("init-from-missing-reader-state", _remove("reader_state.json"), r
 
 # --- output folders ------------------------------------------------------------------
 simple("output-dir-empty-string", "output folder", (r"trainer\.output_dir", r"''|\"\"|empty"), sets=["trainer.output_dir="])
+
+
+@case("output-dir-non-utf8-byte", "output folder", r"trainer\.output_dir", r"0xff", r"(?i)utf-8")
+def _(ws):  # what bash's $'out\xff' gives: Python reads the byte as the surrogate \udcff
+    return argv(ws.params(CLS), f"trainer.output_dir={ws.path('out')}\udcff")
+
+
+@case("output-dir-lone-surrogate-in-param-file", "output folder", PARAMS, r"trainer\.output_dir", r"\\ud800")
+def _(ws):
+    config = ws.config(CLS, trainer__output_dir=ws.path("out") + "\ud800")
+    return argv(ws.write("params.json", json.dumps(config, indent=2)))  # ASCII JSON: the escape "\ud800"
 
 
 @case("output-dir-is-a-file", "output folder", r"trainer\.output_dir", r"a_file\.txt")

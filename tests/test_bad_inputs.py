@@ -6,6 +6,10 @@ benchmarks/bad_inputs_probe.py, which prints the verdict counts for any
 checkout. Every case runs ``run_trainer.main`` in-process.
 """
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -53,3 +57,30 @@ def test_finished_run_holds_only_the_documented_outputs(shared):
     hidden = {n for n in names if n.startswith(".")}
     assert names - hidden <= documented, sorted(names - hidden - documented)
     assert hidden == {os.readlink(os.path.join(shared[0], "best"))}
+
+
+def test_ctrl_c_while_the_libraries_load_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C in the first seconds, while paddle imports: one line, exit 130, nothing written. (Landing
+    in a C extension's initialisation, the KeyboardInterrupt comes out as paddle's ImportError.)"""
+    out = tmp_path / "out"
+    child = subprocess.Popen([sys.executable, "run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json",
+                              "--set", f"trainer.output_dir={out}"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while time.time() < deadline and not _loads_paddle(child.pid):
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err[-3000:]
+    assert err.strip() == "error: interrupted (Ctrl-C); nothing was written"
+    assert not out.exists()
+
+
+def _loads_paddle(pid):
+    """Paddle's shared libraries are mapped into the process: its import is under way."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return "/paddle/" in f.read()
+    except FileNotFoundError:  # not Linux (or the child is gone): a moment into the start is enough
+        time.sleep(0.5)
+        return True

@@ -96,3 +96,22 @@ def test_unknown_name_and_missing_mirror(tmp_path, capsys):
     assert "unknown data set 'weibu'" in capsys.readouterr().err
     assert get_data.main(["weibo", "--mirror", str(tmp_path / "nope")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dest", ["a_file", "a_file/bench"])
+def test_a_dest_that_is_or_lies_under_a_file_is_one_line(tmp_path, capsys, dest):
+    (tmp_path / "a_file").write_text("x")
+    assert get_data.main(["weibo", "--dest", str(tmp_path / dest), "--mirror", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"error: --dest '{tmp_path / dest}'") and "a_file" in err
+    assert (tmp_path / "a_file").read_text() == "x"
+
+
+def test_a_folder_where_the_mirror_has_a_raw_file_is_one_line(tmp_path, capsys):
+    dataset = get_data.DATASETS["weibo"]
+    where = tmp_path / "mirror" / get_data.relative_url(dataset, dataset.raws["train"])
+    where.mkdir(parents=True)
+    assert get_data.main(["weibo", "--dest", str(tmp_path / "bench"), "--mirror", str(tmp_path / "mirror")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err == f"error: {where}: is a folder in the mirror, expected the raw file"
+    assert not (tmp_path / "bench").exists()

@@ -25,7 +25,10 @@ ON_BAD_LINE = ("error", "skip")
 _ESCAPE = 0xDC00
 _ERRORS = "appzoo.escape"
 # NUL never appears in text; in a file read as UTF-8 it is the mark of UTF-16.
-_SUSPECT = re.compile("[\x00\udc00-\udcff]")
+# Any other surrogate is no character either (unicode_escape or utf-7 decode
+# one from "\\ud800"): text holding one cannot be written as UTF-8 later.
+_SUSPECT = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape_undecodable(error):
@@ -93,7 +96,7 @@ class TextFile:
         self._handle.close()
 
     def __iter__(self):
-        for number, line in enumerate(self._handle, start=1):
+        for number, line in enumerate(self._decoded(), start=1):
             if number == 1 and line.startswith("\ufeff"):  # utf-8-sig drops it; other codecs may not
                 line = line[1:]
             suspect = _SUSPECT.search(line)
@@ -101,6 +104,19 @@ class TextFile:
                 yield number, line
             else:
                 self.bad(number, *self._undecodable(line, suspect.start(), number))
+
+    def _decoded(self):
+        """The handle's lines; a codec that refuses the whole file (UTF-16 or
+        UTF-32 without a byte-order mark) is one error, whatever on_bad_line says."""
+        lines = iter(self._handle)
+        while True:
+            try:
+                yield next(lines)
+            except StopIteration:
+                return
+            except UnicodeError as e:  # not a UnicodeDecodeError: those are escaped byte by byte
+                raise DataError(f"{self.path}: not {self.encoding} ({e}); set dataset_reader.encoding to the "
+                                f"file's encoding") from None
 
     def bad(self, number, reason, hint=""):
         """Line ``number`` cannot be used because of ``reason``: raise, or
@@ -116,6 +132,8 @@ class TextFile:
         if line[column] == "\x00":
             return (f"NUL byte at column {column + 1}",
                     ' (a UTF-16 file? hint: set dataset_reader.encoding, e.g. "utf-16")')
+        if not "\udc00" <= line[column] <= "\udcff":
+            return surrogate(line[column], f" at column {column + 1}"), ""
         name = "UTF-8" if self._utf8 else self.encoding
         reason = f"invalid {name} byte 0x{ord(line[column]) - _ESCAPE:02x} at column {column + 1}"
         start = "".join(chr(ord(c) - _ESCAPE) if "\udc00" <= c <= "\udcff" else c for c in line[:4])
@@ -294,12 +312,43 @@ def jsonl_rows(source, fields, optional=()):
         if not isinstance(obj, dict):
             source.bad(number, f"expected a JSON object per line, got {clip(obj)}")
             continue
+        if "\\u" in line:  # "\ud800" parses to a lone surrogate: refused here, not when predictions are written
+            found = _find_surrogate(obj)
+            if found is not None:
+                source.bad(number, surrogate(found[1], f" in field {found[0]!r}"))
+                continue
         missing = next((name for name, key in fields.items() if key not in obj and name not in optional), None)
         if missing is not None:
             source.bad(number, f"missing field {fields[missing]!r} for '{missing}' "
                                f"(fields: {', '.join(map(str, obj))})")
             continue
         yield number, {name: obj.get(key) for name, key in fields.items()}
+
+
+def surrogate(char, where=""):
+    """``a lone surrogate \\ud800 (...)``: for a message about ``char``, found ``where``."""
+    return (f"a lone surrogate \\u{ord(char):04x}{where} (half of a UTF-16 pair, not a character; "
+            f"it cannot be written as UTF-8)")
+
+
+def _find_surrogate(value, key=None):
+    """``(key, char)`` of the first string (or object key) in a parsed JSON
+    value that holds a surrogate; the key is the top-level field. None if none."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return None if found is None else (key, found.group())
+    if isinstance(value, dict):
+        for name, item in value.items():
+            field = name if key is None else key
+            found = _find_surrogate(name, field) or _find_surrogate(item, field)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _find_surrogate(item, key)
+            if found is not None:
+                return found
+    return None
 
 
 def wrong_type(key, value, expected="a string"):
