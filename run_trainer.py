@@ -90,19 +90,10 @@ def main(argv=None):
         from appzoo.config import apply_overrides, load_param_file
         from appzoo.plan import validate
         from appzoo.runner import run
-        from appzoo.trainer_config import MODES
 
         config = load_param_file(args.param_path)
         apply_overrides(config, args.set)
-        do = None
-        if args.do is not None:
-            do = [m.strip() for m in args.do.split(",") if m.strip()]
-            bad = [m for m in do if m not in MODES]
-            if bad:
-                raise UserError(f"--do {args.do!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")
-            if not do:  # else an empty list would mean "the default modes"
-                raise UserError(f"--do {args.do!r}: no mode given (accepted: {', '.join(MODES)}, "
-                                f"comma-separated)")
+        do = parse_do(args.do)
         if args.sweep or args.seeds is not None:
             from appzoo.sweep import plan_sweep, run_sweep
 
@@ -115,10 +106,7 @@ def main(argv=None):
         plan = validate(config, args.param_path, do=do)
         metrics = run(plan)
     except UserError as e:
-        message = str(e)
-        if isinstance(e, ConfigError) and args.param_path and not message.startswith(args.param_path):
-            message = f"{args.param_path}: {message}"  # a key path: say which param file it is in
-        print(f"error: {message}", file=sys.stderr)
+        print(error_line(e, args.param_path), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:  # before the run's own handlers were installed
         print("error: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
@@ -129,6 +117,29 @@ def main(argv=None):
             print(f"{split}: {scalars}")
     print(f"outputs in {plan.trainer.output_dir}")
     return 0
+
+
+def parse_do(text):
+    """The modes of ``--do`` (None when not given: trainer.do decides); UserError for an unknown or no mode."""
+    if text is None:
+        return None
+    from appzoo.trainer_config import MODES
+
+    do = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in do if m not in MODES]
+    if bad:
+        raise UserError(f"--do {text!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")
+    if not do:  # else an empty list would mean "the default modes"
+        raise UserError(f"--do {text!r}: no mode given (accepted: {', '.join(MODES)}, comma-separated)")
+    return do
+
+
+def error_line(error, param_path):
+    """The one line printed for a :class:`UserError`: ``error: ...``, a key path prefixed with its param file."""
+    message = str(error)
+    if isinstance(error, ConfigError) and param_path and not message.startswith(param_path):
+        message = f"{param_path}: {message}"  # a key path: say which param file it is in
+    return f"error: {message}"
 
 
 def _exit(code):

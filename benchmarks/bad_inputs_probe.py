@@ -11,7 +11,7 @@ go to benchmarks/results/bad_inputs_<label>.json of this checkout.
 import argparse
 import collections
 import contextlib
-import importlib.util
+import gc
 import io
 import json
 import os
@@ -24,10 +24,15 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_cases():
-    spec = importlib.util.spec_from_file_location("bad_input_cases", os.path.join(HERE, "tests", "bad_input_cases.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """This checkout's table and harness (tests/bad_input_cases.py, tests/bad_input_harness.py), whichever
+    checkout is probed."""
+    sys.path.insert(0, os.path.join(HERE, "tests"))
+    try:
+        import bad_input_cases
+        import bad_input_harness
+    finally:
+        sys.path.pop(0)
+    return bad_input_cases.CASES, bad_input_harness
 
 
 def main():
@@ -37,7 +42,7 @@ def main():
     parser.add_argument("-k", default="", help="only cases whose id contains this")
     args = parser.parse_args()
     repo = os.path.abspath(args.repo)
-    cases = load_cases()
+    cases, harness = load_cases()
 
     os.chdir(repo)
     sys.path.insert(0, repo)
@@ -55,15 +60,16 @@ def main():
     rows, started = [], time.time()
     with tempfile.TemporaryDirectory(prefix="bad_inputs_") as tmp:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            finished = cases.make_finished_run(os.path.join(tmp, "finished"), repo, run_trainer.main)
-            encoder = cases.make_encoder_folder(os.path.join(tmp, "encoder", "enc"), repo)
-        for n, case in enumerate(c for c in cases.CASES if args.k in c.id):
-            ws = cases.Workspace(os.path.join(tmp, f"case{n:03d}"), repo, finished, encoder)
+            finished = harness.make_finished_run(os.path.join(tmp, "finished"), repo, run_trainer.main)
+            encoder = harness.make_encoder_folder(os.path.join(tmp, "encoder", "enc"), repo)
+        gc.freeze()  # the libraries' objects: each case's gc.collect() then scans only its own
+        for n, case in enumerate(c for c in cases if args.k in c.id):
+            ws = harness.Workspace(os.path.join(tmp, f"case{n:03d}"), repo, finished, encoder)
             os.makedirs(ws.root)
             err, t0 = io.StringIO(), time.time()
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-                outcome = cases.execute(case, ws, run_trainer.main)
-            verdict, reason = cases.judge(case, outcome, err.getvalue(), ws)
+                outcome = harness.execute(case, ws, run_trainer.main)
+            verdict, reason = harness.judge(case, outcome, err.getvalue(), ws)
             lines = [line for line in err.getvalue().splitlines() if line.strip()]
             if outcome.exception:
                 lines = outcome.exception.strip().splitlines()
@@ -77,9 +83,9 @@ def main():
     print(f"\nbad-input probe: {repo} at {commit}{' (modified)' if dirty else ''}, {len(rows)} cases, "
           f"{time.time() - started:.0f} s\n")
     print("| verdict | count |\n|---|---|")
-    for verdict in load_cases().VERDICTS:
+    for verdict in harness.VERDICTS:
         print(f"| {verdict} | {counts.get(verdict, 0)} |")
-    codes = {c.id: c.code for c in cases.CASES}
+    codes = {c.id: c.code for c in cases}
     wrote = [r["id"] for r in rows if r["wrote_files"] and r["verdict"] != "silent" and codes[r["id"]] == 2]
     print(f"\nfailed runs that wrote files into a fresh output folder (the plan should refuse them first): "
           f"{len(wrote)}{': ' + ', '.join(wrote) if wrote else ''}")
@@ -89,7 +95,7 @@ def main():
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"repo": repo, "commit": commit, "modified": dirty, "cases": len(rows),
-                   "counts": {v: counts.get(v, 0) for v in cases.VERDICTS}, "failed_runs_that_wrote_files": wrote, "left_files_in_prior_run": left,
+                   "counts": {v: counts.get(v, 0) for v in harness.VERDICTS}, "failed_runs_that_wrote_files": wrote, "left_files_in_prior_run": left,
                    "wall_s": round(time.time() - started), "results": rows}, f, ensure_ascii=False, indent=1)
     print(f"\nwritten: {out}")
 

@@ -1,219 +1,39 @@
 """The table of bad inputs: one source for tests/test_bad_inputs.py and
 benchmarks/bad_inputs_probe.py (which runs it against any checkout).
 
-Each :class:`Case` builds its inputs in a fresh folder (copies of the
-examples and of trimmed sample data, paths made absolute) and returns the
-argv for ``run_trainer.main``. :func:`execute` runs it in-process and
-:func:`judge` gives one verdict:
-
-* ``good``: exit 2, stderr is one line ``error: ...`` that matches every
-  fact of the case (file:line or key path, and the offending value);
-* ``poor message``: exit 2 and one line, but a fact is missing (or another
-  exit code / no ``error:`` prefix);
-* ``traceback``: an exception escaped ``main``, a Traceback was printed, or
-  stderr has more than one line;
-* ``silent``: exit 0 where the input should have been refused;
-* ``data loss``: a finished run that was in the output folder before changed.
-
-Facts are regular expressions about what the line must name, not about its
-wording; where the issue dictates a wording (``invalid UTF-8 byte 0x.. at
-column N``) the fact uses it.
-
-Nothing here imports paddle or appzoo at import time: the probe puts the
-checkout under test on ``sys.path`` first.
+Each :class:`~bad_input_harness.Case` builds its inputs in a fresh
+:class:`~bad_input_harness.Workspace` (copies of the examples and of trimmed
+sample data, paths made absolute) and returns the argv for
+``run_trainer.main``; its facts are regular expressions about what the one
+error line must name, not about its wording (where the issue dictates a
+wording, ``invalid UTF-8 byte 0x.. at column N``, the fact uses it). Its
+stage says where it must be refused (PLAN, READ or RUN). How a case is run
+and judged: tests/bad_input_harness.py.
 """
-import dataclasses
-import gc
-import hashlib
 import json
 import os
-import re
 import shutil
-import traceback
-from typing import Callable, Tuple
 
-# Every case trains for at most two tiny steps if a checkout lets it through.
-FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false",
-        "--set", "trainer.batch_size=8", "--set", "trainer.logging_steps=1"]
-
-# First lines kept of each sample file (NER files are cut at a sentence end).
-TRIM = {"cls/train.tsv": 200, "cls/dev.tsv": 80, "cls/test.tsv": 80, "cls/predict.tsv": 10,
-        "cls_multilabel/train.tsv": 200, "cls_multilabel/dev.tsv": 60, "cls_multilabel/test.tsv": 60,
-        "match/train.tsv": 300, "match/dev.tsv": 80, "match/test.tsv": 80, "match/predict.tsv": 10,
-        "ner/train.txt": 2824, "ner/dev.txt": 546, "ner/test.txt": 546, "ner/predict.txt": 100}
-DELETE = object()
-
-
-# ---------------------------------------------------------------------------
-# Workspace: the files of one case
-# ---------------------------------------------------------------------------
-class Workspace:
-    """A case's folder. ``repo`` supplies examples/, data/ and configs/;
-    ``finished`` is a finished run folder to copy in, ``encoder`` a saved
-    pretrained-style encoder folder (both made once per session)."""
-
-    def __init__(self, root, repo, finished=None, encoder=None):
-        self.root, self.repo = str(root), str(repo)
-        self.finished, self.encoder = finished, encoder
-        self.prior = None  # the copied finished run, checked byte for byte afterwards
-        self.overwrite = False
-        self._data = {}
-
-    def path(self, *parts):
-        return os.path.join(self.root, *parts)
-
-    def data(self, rel):
-        """A trimmed copy of data/<rel>; the same path on every call."""
-        if rel not in self._data:
-            with open(os.path.join(self.repo, "data", rel), "rb") as f:
-                lines = f.read().split(b"\n")
-            keep = TRIM.get(rel)
-            if keep:
-                lines = lines[:keep]
-                if rel.startswith("ner/"):
-                    while lines and lines[-1].strip():
-                        lines.pop()
-            target = self.path("data", rel)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as f:
-                f.write(b"\n".join(lines).rstrip(b"\n") + b"\n")
-            self._data[rel] = target
-        return self._data[rel]
-
-    def edit(self, rel, lineno, new):
-        """Replace line ``lineno`` (1-based) of the copy of data/<rel>."""
-        path = self.data(rel)
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
-        lines[lineno - 1] = new.encode("utf-8") if isinstance(new, str) else new
-        with open(path, "wb") as f:
-            f.write(b"\n".join(lines))
-        return path
-
-    def reencode(self, rel, encoding):
-        path = self.data(rel)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        with open(path, "wb") as f:
-            f.write(text.encode(encoding))
-        return path
-
-    def write(self, rel, content):
-        path = self.path(rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(content.encode("utf-8") if isinstance(content, str) else content)
-        return path
-
-    def tags_to_o(self, rel):
-        """Make every tag of the copy of the CoNLL file data/<rel> 'O'."""
-        with open(self.data(rel), encoding="utf-8") as f:
-            lines = [line.split("\t")[0] + "\tO" if line.strip() else "" for line in f.read().split("\n")]
-        return self.write(self.data(rel), "\n".join(lines))
-
-    def rows(self, rel):
-        with open(self.data(rel), encoding="utf-8") as f:
-            return [line.rstrip("\n").split("\t") for line in f if line.strip()]
-
-    def tiny_config(self, **changes):
-        """A copy of configs/ernie_tiny.json with ``changes`` (DELETE removes a key)."""
-        with open(os.path.join(self.repo, "configs", "ernie_tiny.json"), encoding="utf-8") as f:
-            config = json.load(f)
-        for key, value in changes.items():
-            if value is DELETE:
-                config.pop(key, None)
-            else:
-                config[key] = value
-        name = "configs/ernie_" + ("_".join(sorted(changes)) or "tiny") + ".json"
-        return self.write(name, json.dumps(config, indent=2))
-
-    def config(self, example, **edits):
-        """The example's param dict with data, encoder config and output folder
-        pointing into this workspace; ``edits`` are dotted keys ('__' for '.')."""
-        with open(os.path.join(self.repo, "examples", example), encoding="utf-8") as f:
-            config = json.load(f)
-        reader = config["dataset_reader"]
-        for split in ("train", "dev", "test", "predict"):
-            if split in reader:
-                reader[split] = self.data(reader[split][len("data/"):])
-        encoder = config["model"].get("encoder")
-        if isinstance(encoder, dict) and "config" in encoder:
-            encoder["config"] = self.tiny_config()
-        config["trainer"]["output_dir"] = self.path("out")
-        for key, value in edits.items():
-            node, parts = config, key.split("__")
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            if value is DELETE:
-                node.pop(parts[-1], None)
-            else:
-                node[parts[-1]] = value
-        return config
-
-    def params(self, example="cls_ernie_fc_ch.json", name="params.json", **edits):
-        return self.write(name, json.dumps(self.config(example, **edits), indent=2, ensure_ascii=False))
-
-    def prior_run(self, name="out"):
-        """Copy the finished run into ``name``; the case must leave it byte-identical."""
-        target = self.path(name)
-        shutil.copytree(self.finished, target)
-        self.prior = target
-        return target
-
-    def pretrained(self, name="enc"):
-        target = self.path(name)
-        shutil.copytree(self.encoder, target)
-        return target
-
-
-def argv(param_path, *sets, do=None):
-    args = ["--param_path", param_path, *FAST]
-    for item in sets:
-        args += ["--set", item]
-    return args + (["--do", do] if do else [])
-
-
-def tree_hashes(folder):
-    """{relative path: sha256} of every file under ``folder``."""
-    result = {}
-    for base, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(base, name)
-            with open(path, "rb") as f:
-                result[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return result
-
-
-# ---------------------------------------------------------------------------
-# The table
-# ---------------------------------------------------------------------------
-@dataclasses.dataclass
-class Case:
-    id: str
-    group: str
-    build: Callable  # Workspace -> argv
-    facts: Tuple[str, ...]  # regexes the one error line must all match
-    code: int = 2
-
+from bad_input_harness import (CIRCLE, CLS, CRF, DELETE, INFONCE, ML, NER, PLAN, POINT, READ, RUN, Case, argv,
+                               empty, garbage, jsonl_cls, ner_sentences, remove, safetensors_garbage, truncate,
+                               yaml_text)
 
 CASES = []
 
 
-def case(id, group, *facts, code=2):
+def case(id, group, *facts, code=2, stage=PLAN):
+    """Register the decorated ``build(ws) -> argv`` as a case."""
     def register(build):
-        CASES.append(Case(id, group, build, tuple(facts), code))
+        CASES.append(Case(id, group, build, tuple(facts), code, stage))
         return build
     return register
 
 
-def simple(id, group, facts, example="cls_ernie_fc_ch.json", sets=(), do=None, **edits):
+def simple(id, group, facts, example=CLS, sets=(), do=None, stage=PLAN, **edits):
     """A case that only edits the param file and/or passes --set."""
-    case(id, group, *facts)(lambda ws: argv(ws.params(example, **edits), *sets, do=do))
+    case(id, group, *facts, stage=stage)(lambda ws: argv(ws.params(example, **edits), *sets, do=do))
 
 
-CLS, ML, NER, CRF = "cls_ernie_fc_ch.json", "cls_ernie_fc_multilabel.json", "ner_ernie_fc_ch.json", "ner_ernie_crf_ch.json"
-POINT, CIRCLE, INFONCE = ("mtch_ernie_fc_pointwise_ch.json", "mtch_ernie_pairwise_simnet_with_circle_loss.json",
-                          "mtch_ernie_siamese_infonce.json")
 PARAMS = r"params\.json"
 
 # --- param files: syntax -----------------------------------------------------
@@ -306,12 +126,6 @@ def _(ws):
 @case("param-file-utf16-json", "param encoding", PARAMS, r"(?i)0xff|utf-16")
 def _(ws):
     return argv(ws.write("params.json", json.dumps(ws.config(CLS)).encode("utf-16")))
-
-
-def yaml_text(config):
-    import yaml
-
-    return yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
 
 
 @case("yaml-bad-indentation", "param syntax", r"params\.yaml:\d+")
@@ -506,54 +320,54 @@ def _(ws):
     return argv(ws.params(CLS, dataset_reader__train=ws.path("train_dir")))
 
 
-@case("train-file-empty", "data file", r"empty\.tsv")
+@case("train-file-empty", "data file", r"empty\.tsv", stage=READ)
 def _(ws):
     return argv(ws.params(CLS, dataset_reader__train=ws.write("data/empty.tsv", "")))
 
 
-@case("train-non-utf8-byte", "data encoding", r"train\.tsv:57\b", r"0xff", r"column 4\b")
+@case("train-non-utf8-byte", "data encoding", r"train\.tsv:57\b", r"0xff", r"column 4\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/train.tsv", 57, b"abc\xffdef\tfinance")
     return argv(params)
 
 
-@case("train-truncated-utf8-sequence", "data encoding", r"train\.tsv:33\b", r"0xe4", r"column 3\b")
+@case("train-truncated-utf8-sequence", "data encoding", r"train\.tsv:33\b", r"0xe4", r"column 3\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/train.tsv", 33, b"ab" + "中".encode("utf-8")[:2] + b"cd\ttech")
     return argv(params)
 
 
-@case("dev-non-utf8-byte", "data encoding", r"dev\.tsv:10\b", r"0xfe", r"column 2\b")
+@case("dev-non-utf8-byte", "data encoding", r"dev\.tsv:10\b", r"0xfe", r"column 2\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/dev.tsv", 10, b"x\xfe\tsports")
     return argv(params)
 
 
-@case("predict-non-utf8-byte", "data encoding", r"predict\.tsv:3\b", r"0xff", r"column 1\b")
+@case("predict-non-utf8-byte", "data encoding", r"predict\.tsv:3\b", r"0xff", r"column 1\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/predict.tsv", 3, b"\xffabc")
     return argv(params)
 
 
-@case("train-gbk", "data encoding", r"train\.tsv:1\b", r"0x[0-9a-f]{2}", r"column 1\b")
+@case("train-gbk", "data encoding", r"train\.tsv:1\b", r"0x[0-9a-f]{2}", r"column 1\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.reencode("cls/train.tsv", "gbk")
     return argv(params)
 
 
-@case("train-utf16", "data encoding", r"train\.tsv(:1\b)?", r"(?i)0xff|utf-16")
+@case("train-utf16", "data encoding", r"train\.tsv(:1\b)?", r"(?i)0xff|utf-16", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.reencode("cls/train.tsv", "utf-16")
     return argv(params)
 
 
-@case("dev-gbk-over-finished-run", "data encoding", r"dev\.tsv:1\b", r"0x[0-9a-f]{2}")
+@case("dev-gbk-over-finished-run", "data encoding", r"dev\.tsv:1\b", r"0x[0-9a-f]{2}", stage=READ)
 def _(ws):
     out = ws.prior_run()
     params = ws.params(CLS)
@@ -561,76 +375,76 @@ def _(ws):
     return argv(params, f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true")
 
 
-@case("ner-train-non-utf8-byte", "data encoding", r"train\.txt:100\b", r"0xff", r"column 1\b")
+@case("ner-train-non-utf8-byte", "data encoding", r"train\.txt:100\b", r"0xff", r"column 1\b", stage=READ)
 def _(ws):
     params = ws.params(NER)
     ws.edit("ner/train.txt", 100, b"\xff\tO")
     return argv(params)
 
 
-@case("matching-dev-gbk", "data encoding", r"dev\.tsv:1\b", r"0x[0-9a-f]{2}")
+@case("matching-dev-gbk", "data encoding", r"dev\.tsv:1\b", r"0x[0-9a-f]{2}", stage=READ)
 def _(ws):
     params = ws.params(POINT)
     ws.reencode("match/dev.tsv", "gbk")
     return argv(params)
 
 
-@case("train-binary-garbage", "data encoding", r"garbage\.tsv:\d+", r"0x[0-9a-f]{2}|NUL")
+@case("train-binary-garbage", "data encoding", r"garbage\.tsv:\d+", r"0x[0-9a-f]{2}|NUL", stage=READ)
 def _(ws):
     blob = bytes(range(256)) * 4
     return argv(ws.params(CLS, dataset_reader__train=ws.write("data/garbage.tsv", b"ok\tfinance\n" + blob)))
 
 
-@case("train-extra-tab-field", "data rows", r"train\.tsv:30\b")
+@case("train-extra-tab-field", "data rows", r"train\.tsv:30\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/train.tsv", 30, "今天上午，国家队\t公布了亚洲杯大名单。\tsports")
     return argv(params)
 
 
-@case("dev-extra-tab-field", "data rows", r"dev\.tsv:12\b")
+@case("dev-extra-tab-field", "data rows", r"dev\.tsv:12\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/dev.tsv", 12, "联赛积分榜\t前四名咬得很紧。\tsports")
     return argv(params)
 
 
-@case("train-missing-label-column", "data rows", r"train\.tsv:40\b")
+@case("train-missing-label-column", "data rows", r"train\.tsv:40\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/train.tsv", 40, "只有文本没有标签")
     return argv(params)
 
 
-@case("train-empty-text", "data rows", r"train\.tsv:9\b")
+@case("train-empty-text", "data rows", r"train\.tsv:9\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/train.tsv", 9, "\tfinance")
     return argv(params)
 
 
-@case("dev-label-not-in-train", "data rows", r"dev\.tsv:5\b", r"\bsport\b")
+@case("dev-label-not-in-train", "data rows", r"dev\.tsv:5\b", r"\bsport\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/dev.tsv", 5, "联赛积分榜前四名咬得很紧。\tsport")
     return argv(params)
 
 
-@case("test-label-not-in-train", "data rows", r"test\.tsv:7\b", r"Finance")
+@case("test-label-not-in-train", "data rows", r"test\.tsv:7\b", r"Finance", stage=READ)
 def _(ws):
     params = ws.params(CLS)
     ws.edit("cls/test.tsv", 7, "基金经理看好消费板块。\tFinance")
     return argv(params)
 
 
-@case("multilabel-dev-label-not-in-train", "data rows", r"dev\.tsv:3\b", r"\bweather\b")
+@case("multilabel-dev-label-not-in-train", "data rows", r"dev\.tsv:3\b", r"\bweather\b", stage=READ)
 def _(ws):
     params = ws.params(ML)
     ws.edit("cls_multilabel/dev.tsv", 3, "明天有雨。\tsports,weather")
     return argv(params)
 
 
-@case("csv-unterminated-quote", "data rows", r"train\.csv:5\b")
+@case("csv-unterminated-quote", "data rows", r"train\.csv:5\b", stage=READ)
 def _(ws):
     lines = ['"%s",%s' % (text, label) for text, label in ws.rows("cls/train.tsv")]
     lines[4] = '"未闭合的引号,finance'
@@ -640,7 +454,7 @@ def _(ws):
                           trainer__metric_for_best=DELETE))
 
 
-@case("header-column-name-not-in-header", "data rows", r"train\.tsv(:1\b)?", r"lable")
+@case("header-column-name-not-in-header", "data rows", r"train\.tsv(:1\b)?", r"lable", stage=READ)
 def _(ws):
     header = "text\tlabel\n"
     for rel in ("cls/train.tsv", "cls/dev.tsv", "cls/test.tsv"):
@@ -651,57 +465,25 @@ def _(ws):
                           dataset_reader__label_column="lable", dataset_reader__predict=DELETE))
 
 
-def jsonl_cls(ws, edits, predict=None):
-    """train.jsonl / dev.jsonl made from the TSV samples, with line edits; a
-    predict.jsonl of the ``predict`` lines when given."""
-    paths = {}
-    for split in ("train", "dev"):
-        rows = [json.dumps({"text": t, "label": l}, ensure_ascii=False) for t, l in ws.rows(f"cls/{split}.tsv")]
-        for lineno, line in edits.get(split, {}).items():
-            rows[lineno - 1] = line
-        paths[split] = ws.write(f"data/{split}.jsonl", "\n".join(rows) + "\n")
-    paths["predict"] = DELETE if predict is None else ws.write("data/predict.jsonl", "\n".join(predict) + "\n")
-    return ws.params(CLS, dataset_reader__format="jsonl", dataset_reader__text_column="text",
-                     dataset_reader__label_column="label", dataset_reader__train=paths["train"],
-                     dataset_reader__dev=paths["dev"], dataset_reader__test=DELETE,
-                     dataset_reader__predict=paths["predict"])
-
-
-case("jsonl-number-as-text", "data rows", r"train\.jsonl:3\b", r"\btext\b", r"123")(
+case("jsonl-number-as-text", "data rows", r"train\.jsonl:3\b", r"\btext\b", r"123", stage=READ)(
     lambda ws: argv(jsonl_cls(ws, {"train": {3: '{"text": 123, "label": "tech"}'}})))
-case("jsonl-bad-json-line", "data rows", r"train\.jsonl:4\b")(
+case("jsonl-bad-json-line", "data rows", r"train\.jsonl:4\b", stage=READ)(
     lambda ws: argv(jsonl_cls(ws, {"train": {4: '{"text": "abc", "label": '}})))
-case("jsonl-line-is-list", "data rows", r"train\.jsonl:2\b")(
+case("jsonl-line-is-list", "data rows", r"train\.jsonl:2\b", stage=READ)(
     lambda ws: argv(jsonl_cls(ws, {"train": {2: '["abc", "tech"]'}})))
-case("jsonl-missing-label-field", "data rows", r"train\.jsonl:6\b", r"label")(
+case("jsonl-missing-label-field", "data rows", r"train\.jsonl:6\b", r"label", stage=READ)(
     lambda ws: argv(jsonl_cls(ws, {"train": {6: '{"text": "abc"}'}})))
-case("jsonl-empty-text", "data rows", r"train\.jsonl:5\b")(
+case("jsonl-empty-text", "data rows", r"train\.jsonl:5\b", stage=READ)(
     lambda ws: argv(jsonl_cls(ws, {"train": {5: '{"text": "", "label": "tech"}'}})))
-case("jsonl-label-list-in-single-label", "data rows", r"dev\.jsonl:2\b")(
+case("jsonl-label-list-in-single-label", "data rows", r"dev\.jsonl:2\b", stage=READ)(
     lambda ws: argv(jsonl_cls(ws, {"dev": {2: '{"text": "abc", "label": ["tech"]}'}})))
 # "\ud800" parses to half a UTF-16 pair: refused when read, not after training when predictions.jsonl is written
 case("jsonl-predict-lone-surrogate", "data encoding", r"predict\.jsonl:2\b", r"(?i)surrogate", r"\\ud800",
-     r"\btext\b")(lambda ws: argv(jsonl_cls(ws, {}, predict=['{"text": "abc"}', '{"text": "ab\\ud800c"}'])))
+     r"\btext\b", stage=READ)(
+    lambda ws: argv(jsonl_cls(ws, {}, predict=['{"text": "abc"}', '{"text": "ab\\ud800c"}'])))
 
 
-def ner_sentences(ws, rel):
-    sentences, tokens, tags = [], [], []
-    with open(ws.data(rel), encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                if tokens:
-                    sentences.append((tokens, tags))
-                tokens, tags = [], []
-                continue
-            token, tag = line.rstrip("\n").split("\t")
-            tokens.append(token)
-            tags.append(tag)
-    if tokens:
-        sentences.append((tokens, tags))
-    return sentences
-
-
-@case("ner-line-format-tokens-tags-mismatch", "data rows", r"train_line\.txt:2\b")
+@case("ner-line-format-tokens-tags-mismatch", "data rows", r"train_line\.txt:2\b", stage=READ)
 def _(ws):
     files = {}
     for split in ("train", "dev"):
@@ -716,7 +498,7 @@ def _(ws):
                           dataset_reader__predict=DELETE))
 
 
-@case("ner-jsonl-tokens-tags-mismatch", "data rows", r"train\.jsonl:3\b")
+@case("ner-jsonl-tokens-tags-mismatch", "data rows", r"train\.jsonl:3\b", stage=READ)
 def _(ws):
     files = {}
     for split in ("train", "dev"):
@@ -730,14 +512,14 @@ def _(ws):
                           dataset_reader__predict=DELETE))
 
 
-@case("ner-conll-missing-tag", "data rows", r"train\.txt:20\b")
+@case("ner-conll-missing-tag", "data rows", r"train\.txt:20\b", stage=READ)
 def _(ws):
     params = ws.params(NER)
     ws.edit("ner/train.txt", 20, "张")
     return argv(params)
 
 
-@case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]")
+@case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]", stage=READ)
 def _(ws):
     rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
             {"text": "在北京开会。", "label": {"LOC": {"北京": [[0, 1]]}}}]
@@ -748,7 +530,8 @@ def _(ws):
                           dataset_reader__predict=DELETE), "trainer.metric_for_best=loss")
 
 
-@case("ner-spans-predict-lone-surrogate", "data encoding", r"predict\.json:2\b", r"(?i)surrogate", r"\\udc00")
+@case("ner-spans-predict-lone-surrogate", "data encoding", r"predict\.json:2\b", r"(?i)surrogate", r"\\udc00",
+      stage=READ)
 def _(ws):
     rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
             {"text": "李四去北京。", "label": {"PER": {"李四": [[0, 1]]}, "LOC": {"北京": [[3, 4]]}}}]
@@ -760,7 +543,8 @@ def _(ws):
                           dataset_reader__predict=predict), "trainer.metric_for_best=loss")
 
 
-@case("train-unicode-escape-lone-surrogate", "data encoding", r"train\.tsv:3\b", r"(?i)surrogate", r"column 3\b")
+@case("train-unicode-escape-lone-surrogate", "data encoding", r"train\.tsv:3\b", r"(?i)surrogate", r"column 3\b",
+      stage=READ)
 def _(ws):
     params = ws.params(CLS, dataset_reader__encoding="unicode_escape")
     ws.edit("cls/train.tsv", 3, b"ab\\ud800cd\ttech")  # the codec turns the escape into the surrogate itself
@@ -768,31 +552,31 @@ def _(ws):
 
 
 simple("train-utf16-encoding-on-utf8-file", "data encoding", (r"train\.tsv\b", r"not utf-16", r"(?i)BOM"),
-       dataset_reader__encoding="utf-16")
+       dataset_reader__encoding="utf-16", stage=READ)
 
 
-@case("ner-dev-tag-not-in-train", "data rows", r"dev\.txt:15\b", r"B-XYZ")
+@case("ner-dev-tag-not-in-train", "data rows", r"dev\.txt:15\b", r"B-XYZ", stage=READ)
 def _(ws):
     params = ws.params(NER)
     ws.edit("ner/dev.txt", 15, "在\tB-XYZ")
     return argv(params)
 
 
-@case("ner-train-only-o-tags", "data rows", r"train\.txt", r"'O'")
+@case("ner-train-only-o-tags", "data rows", r"train\.txt", r"'O'", stage=READ)
 def _(ws):
     params = ws.params(NER)
     ws.tags_to_o("ner/train.txt")
     return argv(params)
 
 
-@case("ner-dev-without-entities", "data rows", r"dev\.txt", r"micro_f1")
+@case("ner-dev-without-entities", "data rows", r"dev\.txt", r"micro_f1", stage=READ)
 def _(ws):
     params = ws.params(CRF)
     ws.tags_to_o("ner/dev.txt")
     return argv(params)
 
 
-@case("matching-train-of-one-label", "data rows", r"train\.tsv", r"'1'")
+@case("matching-train-of-one-label", "data rows", r"train\.tsv", r"'1'", stage=READ)
 def _(ws):
     params = ws.params(POINT)
     rows = [r for r in ws.rows("match/train.tsv") if r[2] == "1"]
@@ -800,7 +584,7 @@ def _(ws):
     return argv(params)
 
 
-@case("matching-single-class-dev-under-auc", "data rows", r"dev\.tsv")
+@case("matching-single-class-dev-under-auc", "data rows", r"dev\.tsv", stage=READ)
 def _(ws):
     params = ws.params(POINT)
     rows = [r for r in ws.rows("match/dev.tsv") if r[2] == "1"]
@@ -808,27 +592,27 @@ def _(ws):
     return argv(params)
 
 
-@case("matching-label-2", "data rows", r"train\.tsv:11\b", r"'2'|\b2\b")
+@case("matching-label-2", "data rows", r"train\.tsv:11\b", r"'2'|\b2\b", stage=READ)
 def _(ws):
     params = ws.params(POINT)
     ws.edit("match/train.tsv", 11, "我想问一下\t信用卡额度\t2")
     return argv(params)
 
 
-@case("train-single-label", "data rows", r"train\.tsv", r"'tech'", r"label_file")
+@case("train-single-label", "data rows", r"train\.tsv", r"'tech'", r"label_file", stage=READ)
 def _(ws):
     lines = [f"{text}\ttech" for text, _ in ws.rows("cls/train.tsv")]
     return argv(ws.params(CLS, dataset_reader__train=ws.write("single/train.tsv", "\n".join(lines) + "\n")))
 
 
-@case("matching-header-row-read-as-data", "data rows", r"train\.tsv:1\b", r"'label'", r"header")
+@case("matching-header-row-read-as-data", "data rows", r"train\.tsv:1\b", r"'label'", r"header", stage=READ)
 def _(ws):
     params = ws.params(POINT)
     ws.edit("match/train.tsv", 1, "text_a\ttext_b\tlabel")
     return argv(params)
 
 
-@case("matching-train-two-columns", "data rows", r"train\.tsv:1\b")
+@case("matching-train-two-columns", "data rows", r"train\.tsv:1\b", stage=READ)
 def _(ws):
     return argv(ws.params(POINT, dataset_reader__train=ws.data("cls/train.tsv")))
 
@@ -842,62 +626,31 @@ def pretrained_case(id, mutate, *facts):
     case(id, "encoder folder", *facts)(build)
 
 
-def _remove(name):
-    return lambda folder: os.remove(os.path.join(folder, name))
-
-
-def _garbage(name, data=b"this is not a weights file\n" * 10):
-    def mutate(folder):
-        with open(os.path.join(folder, name), "wb") as f:
-            f.write(data)
-    return mutate
-
-
-def _truncate(name):
-    def mutate(folder):
-        path = os.path.join(folder, name)
-        with open(path, "rb") as f:
-            data = f.read()
-        with open(path, "wb") as f:
-            f.write(data[: len(data) // 2])
-    return mutate
-
-
-def _safetensors_garbage(folder):
-    os.remove(os.path.join(folder, "model_state.pdparams"))
-    _garbage("model.safetensors")(folder)
-
-
-def _empty(folder):
-    for name in os.listdir(folder):
-        os.remove(os.path.join(folder, name))
-
-
 ENC = r"\benc\b"
-pretrained_case("encoder-folder-missing-config", _remove("config.json"), ENC, r"config\.json")
-pretrained_case("encoder-folder-corrupt-pdparams", _garbage("model_state.pdparams"), ENC, r"model_state\.pdparams")
-pretrained_case("encoder-folder-truncated-pdparams", _truncate("model_state.pdparams"), ENC, r"model_state\.pdparams")
-pretrained_case("encoder-folder-corrupt-safetensors", _safetensors_garbage, ENC, r"model\.safetensors")
-pretrained_case("encoder-folder-missing-vocab", _remove("vocab.txt"), ENC, r"vocab")
-pretrained_case("encoder-folder-config-not-json", _garbage("config.json", b"{not json"), ENC, r"config\.json")
-pretrained_case("encoder-folder-empty", _empty, ENC, r"config\.json")
+pretrained_case("encoder-folder-missing-config", remove("config.json"), ENC, r"config\.json")
+pretrained_case("encoder-folder-corrupt-pdparams", garbage("model_state.pdparams"), ENC, r"model_state\.pdparams")
+pretrained_case("encoder-folder-truncated-pdparams", truncate("model_state.pdparams"), ENC, r"model_state\.pdparams")
+pretrained_case("encoder-folder-corrupt-safetensors", safetensors_garbage, ENC, r"model\.safetensors")
+pretrained_case("encoder-folder-missing-vocab", remove("vocab.txt"), ENC, r"vocab")
+pretrained_case("encoder-folder-config-not-json", garbage("config.json", b"{not json"), ENC, r"config\.json")
+pretrained_case("encoder-folder-empty", empty, ENC, r"config\.json")
 simple("encoder-folder-missing", "encoder folder", (r"model\.encoder\.pretrained", r"no_such_encoder"),
        model__encoder={"pretrained": "/nonexistent/no_such_encoder"})
 
 
-def init_from_case(id, mutate, *facts):
+def init_from_case(id, mutate, *facts, stage=PLAN):
     def build(ws):
         best = ws.path("prev_best")
         shutil.copytree(os.path.join(ws.finished, "best"), best)
         mutate(best)
         return argv(ws.params(CLS), f"trainer.init_from={best}", do="eval")
-    case(id, "encoder folder", *facts)(build)
+    case(id, "encoder folder", *facts, stage=stage)(build)
 
 
-init_from_case("init-from-corrupt-model-state", _garbage("model_state.pdparams"), r"prev_best", r"model_state\.pdparams")
-init_from_case("init-from-missing-encoder-vocab", _remove("encoder/vocab.txt"), r"prev_best", r"vocab")
-init_from_case("init-from-labels-not-json", _garbage("labels.json", b"[not json"), r"labels\.json")
-init_from_case("init-from-missing-reader-state", _remove("reader_state.json"), r"reader_state\.json")
+init_from_case("init-from-corrupt-model-state", garbage("model_state.pdparams"), r"prev_best", r"model_state\.pdparams")
+init_from_case("init-from-missing-encoder-vocab", remove("encoder/vocab.txt"), r"prev_best", r"vocab")
+init_from_case("init-from-labels-not-json", garbage("labels.json", b"[not json"), r"labels\.json", stage=READ)
+init_from_case("init-from-missing-reader-state", remove("reader_state.json"), r"reader_state\.json")
 
 # --- output folders ------------------------------------------------------------------
 simple("output-dir-empty-string", "output folder", (r"trainer\.output_dir", r"''|\"\"|empty"), sets=["trainer.output_dir="])
@@ -930,7 +683,8 @@ def _(ws):
     return argv(ws.params(CLS), f"trainer.output_dir={out}")
 
 
-@case("output-dir-finished-run-bad-dev-label-with-overwrite", "output folder", r"dev\.tsv:5\b", r"\bsport\b")
+@case("output-dir-finished-run-bad-dev-label-with-overwrite", "output folder", r"dev\.tsv:5\b", r"\bsport\b",
+      stage=READ)
 def _(ws):
     out = ws.prior_run()
     params = ws.params(CLS)
@@ -942,7 +696,7 @@ def _(ws):
 def _(ws):
     out = ws.prior_run()
     folder = ws.pretrained()
-    _garbage("model_state.pdparams")(folder)
+    garbage("model_state.pdparams")(folder)
     return argv(ws.params(CLS, model__encoder={"pretrained": folder}), f"trainer.output_dir={out}",
                 "trainer.overwrite_output_dir=true")
 
@@ -962,10 +716,10 @@ def _(ws):
 
 
 # --- runtime: resume and init_from ---------------------------------------------------
-simple("resume-without-checkpoint", "runtime", (r"trainer\.resume", r"/out\b"), trainer__resume=True)
+simple("resume-without-checkpoint", "runtime", (r"trainer\.resume", r"/out\b"), trainer__resume=True, stage=RUN)
 
 
-@case("resume-from-non-checkpoint-folder", "runtime", r"trainer\.resume", r"not_a_checkpoint")
+@case("resume-from-non-checkpoint-folder", "runtime", r"trainer\.resume", r"not_a_checkpoint", stage=RUN)
 def _(ws):
     os.makedirs(ws.path("not_a_checkpoint"))
     return argv(ws.params(CLS, trainer__resume=ws.path("not_a_checkpoint")))
@@ -1010,7 +764,7 @@ def resume_case(id, change, *facts):
             config = json.load(f)
         return argv(ws.write("params.json", json.dumps(config)), f"trainer.output_dir={out}", "trainer.resume=true",
                     "trainer.max_steps=4", change(ws, config))
-    case(id, "runtime", *facts)(build)
+    case(id, "runtime", *facts, stage=RUN)(build)  # the resume checks run once the run has begun
 
 
 resume_case("resume-with-changed-batch-size", lambda ws, c: "trainer.batch_size=4", r"batch_size", r"\b4\b")
@@ -1019,113 +773,15 @@ resume_case("resume-with-changed-training-file",
 
 
 # --- runtime: the non-finite guard (exit 3) -------------------------------------------
-@case("non-finite-loss-huge-learning-rate", "runtime", r"(?i)\bnan\b|\binf", r"(?i)step", r"learning_rate", code=3)
+@case("non-finite-loss-huge-learning-rate", "runtime", r"(?i)\bnan\b|\binf", r"(?i)step", r"learning_rate", code=3,
+      stage=RUN)
 def _(ws):
     return argv(ws.params(CLS), "trainer.learning_rate=1e30", "trainer.max_steps=6", "trainer.max_grad_norm=0")
 
 
-@case("non-finite-loss-over-finished-run", "runtime", r"(?i)\bnan\b|\binf", r"(?i)step", r"learning_rate", code=3)
+@case("non-finite-loss-over-finished-run", "runtime", r"(?i)\bnan\b|\binf", r"(?i)step", r"learning_rate", code=3,
+      stage=RUN)
 def _(ws):
     out = ws.prior_run()
     return argv(ws.params(CLS), f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true",
                 "trainer.learning_rate=1e30", "trainer.max_steps=6", "trainer.max_grad_norm=0")
-
-
-# ---------------------------------------------------------------------------
-# Shared fixtures: one finished run and one pretrained-style encoder folder
-# ---------------------------------------------------------------------------
-def make_finished_run(root, repo, main):
-    """Train the classification example for two steps into ``root``/out."""
-    ws = Workspace(root, repo)
-    params = ws.params(CLS)
-    rc = main(argv(params, "trainer.eval_steps=1"))
-    if rc != 0 or not os.path.isdir(ws.path("out", "best")):
-        raise RuntimeError(f"the finished run for the bad-input cases did not train (exit {rc})")
-    return ws.path("out")
-
-
-def make_encoder_folder(folder, repo):
-    """A tiny ERNIE saved the way PaddleNLP saves a pretrained model."""
-    from paddlenlp.transformers import ErnieConfig, ErnieModel, ErnieTokenizer
-
-    with open(os.path.join(repo, "configs", "ernie_tiny.json"), encoding="utf-8") as f:
-        settings = {k: v for k, v in json.load(f).items() if k != "model_type"}
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(repo, "data", "cls", "train.tsv"), encoding="utf-8") as f:
-        chars = sorted(set(f.read()) - set("\t\n "))
-    vocab = os.path.join(folder, "vocab.txt")
-    with open(vocab, "w", encoding="utf-8") as f:
-        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars) + "\n")
-    settings["vocab_size"] = len(chars) + 5
-    ErnieModel(ErnieConfig(**settings)).save_pretrained(folder)
-    ErnieTokenizer(vocab).save_pretrained(folder)
-    if not os.path.isfile(os.path.join(folder, "model_state.pdparams")):
-        raise RuntimeError(f"{folder}: expected PaddleNLP to save model_state.pdparams, got {os.listdir(folder)}")
-    return folder
-
-
-# ---------------------------------------------------------------------------
-# Running and judging one case
-# ---------------------------------------------------------------------------
-@dataclasses.dataclass
-class Outcome:
-    argv: list
-    rc: object = None
-    exception: str = None  # the traceback of an exception that escaped main
-    changed: list = None  # files of the prior run that changed or vanished
-    added: list = None  # files that appeared in the prior run's folder
-    wrote: list = None  # files written into a fresh output folder by a run that failed
-
-
-def execute(case, ws, main):
-    """Build the case's inputs and run ``main`` in-process; stderr is captured by the caller."""
-    args = case.build(ws)
-    before = tree_hashes(ws.prior) if ws.prior else None
-    fresh = not os.path.exists(ws.path("out"))
-    ws.overwrite = any("overwrite_output_dir=true" in a for a in args)
-    outcome = Outcome(args)
-    try:
-        outcome.rc = main(args)
-    except SystemExit as e:
-        outcome.rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:  # noqa: B902  (the point is to see what escapes)
-        outcome.exception = traceback.format_exc()
-    gc.collect()  # what a CLI user sees once the process has exited (temporary folders' finalizers)
-    if before is not None:
-        after = tree_hashes(ws.prior) if os.path.isdir(ws.prior) else {}
-        outcome.changed = sorted(k for k in before if before[k] != after.get(k))
-        outcome.added = sorted(k for k in after if k not in before)
-    if fresh and os.path.isdir(ws.path("out")):
-        outcome.wrote = sorted(tree_hashes(ws.path("out")))
-    return outcome
-
-
-VERDICTS = ("good", "poor message", "traceback", "silent", "data loss")
-
-
-def judge(case, outcome, stderr, ws):
-    """(verdict, reason) for one run; ``stderr`` is what was printed to sys.stderr.
-
-    Facts are matched with the workspace folder replaced by ``<tmp>``, so that
-    a temporary path (which holds the case's name) never satisfies one."""
-    overwrite = ws.overwrite
-    real = os.path.realpath(ws.root)
-    lines = [line.replace(ws.root, "<tmp>").replace(real, "<tmp>") for line in stderr.splitlines() if line.strip()]
-    if outcome.changed and not (outcome.rc == 0 and overwrite):
-        return "data loss", f"the finished run changed: {', '.join(outcome.changed[:5])}"
-    if outcome.exception:
-        return "traceback", "exception escaped main: " + outcome.exception.strip().splitlines()[-1]
-    if "Traceback" in stderr:
-        return "traceback", "a Traceback was printed"
-    if len(lines) > 1:
-        return "traceback", f"{len(lines)} lines on stderr, the first: {lines[0][:200]}"
-    if outcome.rc == 0:
-        return "silent", "exit 0"
-    if outcome.rc != case.code:
-        return "poor message", f"exit {outcome.rc}, expected {case.code}"
-    if not lines or not lines[0].startswith("error: "):
-        return "poor message", "no 'error: ' line on stderr"
-    missing = [fact for fact in case.facts if not re.search(fact, lines[0])]
-    if missing:
-        return "poor message", f"the line does not match {missing}"
-    return "good", ""
