@@ -1,19 +1,13 @@
-"""The run folder and the formats in it, owned by this one module.
+"""The run folder: its lock, its ``best/`` slot, its checkpoints and the replacing of an older run.
 
-Everything a run leaves on disk is written, read and validated here:
-
-* ``best/`` - the model to predict with (weights, encoder config and
-  tokenizer, labels, model arguments, reader state, the resolved config).
-  It is a symbolic link to a hidden ``.best-step-N-XXXX/`` folder; a new best
-  is written into its own folder, marked complete, and the link is replaced
-  with one ``os.replace``, so there is never a moment without a loadable
-  ``best/``.
+* ``best/`` - a symbolic link to a hidden ``.best-step-N-XXXX/`` folder
+  whose files :class:`appzoo.bundle.Bundle` writes; a new best is written
+  into its own folder, marked complete, and the link is replaced with one
+  ``os.replace``, so there is never a moment without a loadable ``best/``.
 * ``checkpoints/step-N/`` - what ``trainer.resume`` needs. Written under a
   temporary name and renamed into place; a folder counts only once its
   ``COMPLETE`` marker (written last) is there, so a kill or a full disk
   mid-save leaves the previous checkpoint the latest one.
-* ``metrics.json``, ``predictions.jsonl``, ``report.md``, ... - each written
-  to a temporary file in the same folder and renamed (:func:`write_text`).
 * A lock, so that one run at a time writes into a folder (:meth:`RunFolder.lock`).
 * With ``overwrite_output_dir`` the old run is moved aside into
   ``.replaced/``, not deleted; it is deleted once the new run has saved its
@@ -21,31 +15,27 @@ Everything a run leaves on disk is written, read and validated here:
   (:meth:`RunFolder.replace_run`, :meth:`RunFolder.recover`). This is
   SQLite's rollback journal in miniature.
 
-``APPZOO_FAULT=POINT[:N][:enospc]`` kills the process (or raises ENOSPC) the
-N-th time a save reaches ``POINT``: the tests use it to check that every save
-point leaves a resumable folder (see :data:`FAULT_POINTS`).
+The other files of a run (``metrics.json``, ``predictions.jsonl``, ...) are
+named by :meth:`RunFolder.path` and written atomically through :mod:`appzoo.files`.
 """
-import dataclasses
-import errno
 import fcntl
-import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import time
 import uuid
 
-from appzoo.errors import ConfigError, RunError, UserError
+from appzoo import bundle
+from appzoo.errors import ConfigError, UserError
+from appzoo.files import (
+    disk_error, fault, load_weights, read_json, remove, save_weights, swap_in, write_json, write_text,
+)
 
-MODEL_FILE = "model_state.pdparams"
 OPTIMIZER_FILE = "optimizer.pdopt"
 SCHEDULER_FILE = "scheduler.pdparams"
 STATE_FILE = "trainer_state.json"
-MARKER = "COMPLETE"
-BEST_FILES = (MODEL_FILE, "labels.json", "model_args.json", "reader_state.json", "config.json", "best.json")
-CHECKPOINT_FILES = (MODEL_FILE, OPTIMIZER_FILE, SCHEDULER_FILE, STATE_FILE, "reader_state.json", "config.json")
+MARKER = bundle.MARKER
 
 #: What a run writes into its folder; all of it is moved aside when a run is replaced.
 RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
@@ -53,180 +43,6 @@ RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metri
 REPLACED = ".replaced"
 JOURNAL = "JOURNAL.json"
 LOCK_INFO = ".lock"
-
-#: The save points APPZOO_FAULT can name, in the order a run reaches them.
-FAULT_POINTS = ("checkpoint.files", "checkpoint.marker", "checkpoint.rename", "checkpoint.prune",
-                "best.files", "best.marker", "best.link", "best.swap", "metrics", "replace.aside")
-_fault_hits = {}
-
-
-def fault(point):
-    """Test hook: ``APPZOO_FAULT=POINT[:N][:enospc]``."""
-    spec = os.environ.get("APPZOO_FAULT")
-    if not spec:
-        return
-    name, *rest = spec.split(":")
-    if name != point:
-        return
-    nth = int(rest[0]) if rest and rest[0].isdigit() else 1
-    _fault_hits[point] = _fault_hits.get(point, 0) + 1
-    if _fault_hits[point] != nth:
-        return
-    if "enospc" in rest:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), point)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-# --------------------------------------------------------------------- files
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_bytes(path, data):
-    """Write ``data`` to ``path`` atomically: a temporary file in the same
-    folder, flushed to disk, then renamed over ``path``."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def write_text(path, text):
-    """:func:`write_bytes` of ``text`` in UTF-8."""
-    write_bytes(path, text.encode("utf-8"))
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def write_json(path, obj):
-    write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
-
-
-def write_jsonl(path, rows):
-    write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-
-
-def read_json(path, what="file"):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing ({what})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot be read as JSON ({e}); the file is truncated or corrupt") from None
-
-
-def read_jsonl(path):
-    """Rows of a JSONL log; a torn last line (a kill mid-write) is dropped."""
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return rows
-
-
-def load_weights(path):
-    """``paddle.load`` with a one-line error for a missing, truncated or corrupt file."""
-    import paddle
-
-    if not os.path.isfile(path):
-        raise UserError(f"{path}: missing (Paddle weights)")
-    try:
-        return paddle.load(path)
-    except Exception as e:  # paddle raises many kinds for a bad file; all mean "unreadable"
-        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
-        raise UserError(f"{path}: cannot be read as Paddle weights ({reason}); the file is truncated "
-                        f"or corrupt") from None
-
-
-def _save_weights(obj, path):
-    import paddle
-
-    paddle.save(obj, path)
-    _fsync(path)
-
-
-def _remove(path):
-    if os.path.islink(path) or os.path.isfile(path):
-        os.remove(path)
-    elif os.path.isdir(path):
-        shutil.rmtree(path)
-
-
-def swap_in(tmp, folder):
-    """Rename the complete folder ``tmp`` to ``folder``, replacing what was there."""
-    if not os.path.exists(folder):
-        os.rename(tmp, folder)
-        return
-    old = f"{folder}.old-{os.getpid()}"
-    os.rename(folder, old)
-    os.rename(tmp, folder)
-    _remove(old)
-
-
-def _disk_error(what, folder, error, kept):
-    reason = error.strerror or str(error)
-    hint = " (free some space)" if error.errno == errno.ENOSPC else ""
-    return RunError(f"could not save {what} in {folder}: {reason}{hint}; {kept}")
-
-
-# ---------------------------------------------------------------- best model
-@dataclasses.dataclass
-class Best:
-    """What ``best/`` holds, besides the weights and the encoder."""
-
-    labels: list
-    model_args: dict
-    reader_state: dict
-    config: dict
-    info: dict  # {"step", "metric", "value"}
-
-
-def check_best(folder, key_path="trainer.init_from"):
-    """Raise UserError unless ``folder`` is a complete ``best/`` folder."""
-    if not os.path.isdir(folder):
-        raise ConfigError(f"{key_path}: {folder!r} does not exist")
-    if not os.path.isfile(os.path.join(folder, "labels.json")):
-        inner = os.path.join(folder, "best")
-        hint = f"; it is a run folder: use {inner!r}" if os.path.isfile(os.path.join(inner, "labels.json")) else ""
-        raise ConfigError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no labels.json){hint}")
-    if not os.path.exists(os.path.join(folder, MARKER)):
-        raise ConfigError(f"{key_path}: {folder!r} is an incomplete best/ folder (no {MARKER} marker: "
-                        f"the save was interrupted)")
-    missing = [name for name in BEST_FILES if not os.path.isfile(os.path.join(folder, name))]
-    if missing:
-        raise ConfigError(f"{key_path}: {folder}: missing {', '.join(missing)}")
-
-
-def read_best(folder):
-    """The small files of a ``best/`` folder (the weights: :func:`load_weights`)."""
-    return Best(labels=read_json(os.path.join(folder, "labels.json"), "labels of a best/ folder"),
-                model_args=read_json(os.path.join(folder, "model_args.json"), "model arguments"),
-                reader_state=read_json(os.path.join(folder, "reader_state.json"), "reader state"),
-                config=read_json(os.path.join(folder, "config.json"), "config of a best/ folder"),
-                info=read_json(os.path.join(folder, "best.json"), "best step"))
 
 
 # ------------------------------------------------------------------- folder
@@ -345,7 +161,7 @@ class RunFolder:
                 moved = os.path.lexists(os.path.join(aside, name))
                 # the new run's own files: those the old run did not have, and those it shadows
                 if name != "best" and (moved or name not in journal["names"]) and os.path.lexists(self.path(name)):
-                    _remove(self.path(name))
+                    remove(self.path(name))
             for name in journal["names"]:
                 if os.path.lexists(os.path.join(aside, name)):
                     os.rename(os.path.join(aside, name), self.path(name))
@@ -358,7 +174,7 @@ class RunFolder:
         temporary files and folders are removed. Returns a note or None."""
         for name in os.listdir(self.root):
             if name.startswith(f"{REPLACED}-discard-") or ".tmp-" in name or name.startswith(".best.link-"):
-                _remove(self.path(name))
+                remove(self.path(name))
         note = None
         if os.path.isdir(self.path(REPLACED)):
             journal = self._journal()
@@ -372,26 +188,20 @@ class RunFolder:
         if target:  # a best/ folder saved by a run killed before it swapped best/ (never in a copied folder)
             for name in os.listdir(self.root):
                 if name.startswith(".best-step-") and name != target:
-                    _remove(self.path(name))
+                    remove(self.path(name))
         self._clean_checkpoints()
         return note
 
     # ---- best/ ----------------------------------------------------------
-    def save_best(self, model, encoder, tokenizer, best):
-        """Write a new ``best/`` and swap it in. ``best`` is a :class:`Best`."""
-        from appzoo.encoders import save_encoder
-
-        name = f".best-step-{best.info.get('step')}-{uuid.uuid4().hex[:6]}"
+    def save_best(self, trained, info):
+        """Write the :class:`~appzoo.bundle.Bundle` ``trained`` as a new ``best/``
+        and swap it in; ``info`` is its ``{"step", "metric", "value"}``."""
+        name = f".best-step-{info.get('step')}-{uuid.uuid4().hex[:6]}"
         folder = self.path(name)
         tmp = f"{folder}.tmp-{os.getpid()}"
         try:
             os.makedirs(tmp)
-            _save_weights(model.state_dict(), os.path.join(tmp, MODEL_FILE))
-            save_encoder(encoder, tokenizer, os.path.join(tmp, "encoder"))
-            for file, obj in (("labels.json", best.labels), ("model_args.json", best.model_args),
-                              ("reader_state.json", best.reader_state), ("config.json", best.config),
-                              ("best.json", best.info)):
-                write_json(os.path.join(tmp, file), obj)
+            trained.save(tmp, info)
             fault("best.files")
             write_text(os.path.join(tmp, MARKER), "")
             fault("best.marker")
@@ -408,11 +218,11 @@ class RunFolder:
         except OSError as e:
             for path in (tmp, folder):
                 if os.path.exists(path) and os.path.realpath(self.best) != os.path.realpath(path):
-                    _remove(path)
+                    remove(path)
             kept = "the previous best/ is intact" if os.path.exists(self.best) else "no best/ was saved yet"
-            raise _disk_error("the best model", self.root, e, kept) from None
+            raise disk_error("the best model", self.root, e, kept) from None
         if previous and previous.startswith(".best-step-") and os.path.isdir(self.path(previous)):
-            _remove(self.path(previous))
+            remove(self.path(previous))
         self.commit_replace()
 
     # ---- checkpoints ----------------------------------------------------
@@ -440,7 +250,7 @@ class RunFolder:
         for name in os.listdir(self.checkpoints):
             path = os.path.join(self.checkpoints, name)
             if path not in complete:
-                _remove(path)
+                remove(path)
 
     def save_checkpoint(self, step, *, model, optimizer, scheduler, state, reader_state, config, keep):
         """Write ``checkpoints/step-N`` atomically, then keep the ``keep`` newest."""
@@ -449,36 +259,44 @@ class RunFolder:
         tmp = os.path.join(self.checkpoints, f".step-{step}.tmp-{os.getpid()}")
         previous = self.latest_checkpoint()
         try:
-            _remove(tmp)
+            remove(tmp)
             os.makedirs(tmp)
-            _save_weights(model, os.path.join(tmp, MODEL_FILE))
-            _save_weights(optimizer, os.path.join(tmp, OPTIMIZER_FILE))
-            _save_weights(scheduler, os.path.join(tmp, SCHEDULER_FILE))
+            save_weights(model, os.path.join(tmp, bundle.MODEL_FILE))
+            save_weights(optimizer, os.path.join(tmp, OPTIMIZER_FILE))
+            save_weights(scheduler, os.path.join(tmp, SCHEDULER_FILE))
             write_json(os.path.join(tmp, STATE_FILE), state)
-            write_json(os.path.join(tmp, "reader_state.json"), reader_state)
-            write_json(os.path.join(tmp, "config.json"), config)
+            write_json(os.path.join(tmp, bundle.READER_STATE_FILE), reader_state)
+            write_json(os.path.join(tmp, bundle.CONFIG_FILE), config)
             fault("checkpoint.files")
             write_text(os.path.join(tmp, MARKER), "")
             fault("checkpoint.marker")
             swap_in(tmp, folder)  # over the same step saved again (an interrupt right after an eval)
             fault("checkpoint.rename")
         except OSError as e:
-            _remove(tmp)
+            remove(tmp)
             kept = (f"the previous checkpoint {previous} is intact" if previous
                     else "no checkpoint was saved yet")
-            raise _disk_error(f"checkpoint step-{step}", self.checkpoints, e, kept) from None
+            raise disk_error(f"checkpoint step-{step}", self.checkpoints, e, kept) from None
         for old in self.checkpoint_folders()[:-keep]:
             fault("checkpoint.prune")
-            _remove(old)
+            remove(old)
         return folder
 
     def load_checkpoint(self, folder):
         """The files of a checkpoint, each checked (one line per problem)."""
         if not os.path.exists(os.path.join(folder, MARKER)):
             raise UserError(f"trainer.resume: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
-        return {"model": load_weights(os.path.join(folder, MODEL_FILE)),
+        return {"model": load_weights(os.path.join(folder, bundle.MODEL_FILE)),
                 "optimizer": load_weights(os.path.join(folder, OPTIMIZER_FILE)),
                 "scheduler": load_weights(os.path.join(folder, SCHEDULER_FILE)),
                 "state": read_json(os.path.join(folder, STATE_FILE), "trainer state"),
-                "reader_state": read_json(os.path.join(folder, "reader_state.json"), "reader state"),
-                "config": read_json(os.path.join(folder, "config.json"), "config of a checkpoint")}
+                "reader_state": read_json(os.path.join(folder, bundle.READER_STATE_FILE), "reader state"),
+                "config": read_json(os.path.join(folder, bundle.CONFIG_FILE), "config of a checkpoint")}
+
+    @staticmethod
+    def checkpoint_meta(folder, key_path="trainer.resume"):
+        """``(config, trainer state)`` of a checkpoint folder, without its weights."""
+        if not os.path.exists(os.path.join(folder, MARKER)):
+            raise ConfigError(f"{key_path}: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
+        return (read_json(os.path.join(folder, bundle.CONFIG_FILE), "config of a checkpoint"),
+                read_json(os.path.join(folder, STATE_FILE), "trainer state"))

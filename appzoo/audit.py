@@ -67,7 +67,7 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
     if report["conflicts"]["count"]:
         warn(f"conflicts: {report['conflicts']['count']} text(s) occur with different labels, e.g. "
              f"{_clip(report['conflicts']['examples'])}")
-    task = reader.audit(splits, features, batch_size) if hasattr(reader, "audit") else {}
+    task = reader.audit(splits, features, batch_size)
     if task:
         report["task"] = task
         report["warnings"].extend(task.pop("warnings", []))

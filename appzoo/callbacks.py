@@ -1,9 +1,15 @@
-"""Small callbacks of the trainer: logging, keeping the best model, early stopping.
+"""Small callbacks of the trainer: logging, choosing and saving the best model, checkpoints, early stopping.
 
-Two hooks: ``on_log(trainer, row)`` and ``on_evaluate(trainer, metrics)``.
+The trainer emits; callbacks act. Hooks: ``on_log(trainer, row)``,
+``on_evaluate(trainer, metrics)``, ``on_best(trainer, info)`` (a new best
+model is in ``trainer.bundle``), ``on_checkpoint(trainer, checkpoint)`` (what
+a resume needs; returns where it went, or None) and
+``on_restore_best(trainer)`` (put back a best model this process did not see).
 They read and write ``trainer.state``; the trainer acts on ``should_stop``.
+Only the callbacks given a :class:`~appzoo.archive.RunFolder` write into it.
 """
 import json
+import os
 
 from appzoo.errors import ConfigError
 
@@ -13,6 +19,15 @@ class Callback:
         pass
 
     def on_evaluate(self, trainer, metrics):
+        pass
+
+    def on_best(self, trainer, info):
+        pass
+
+    def on_checkpoint(self, trainer, checkpoint):
+        return None
+
+    def on_restore_best(self, trainer):
         pass
 
 
@@ -28,8 +43,8 @@ class JsonlLogger(Callback):
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-class BestCheckpoint(Callback):
-    """Saves ``best/`` whenever the chosen dev metric improves."""
+class KeepBest(Callback):
+    """Keeps the model as the best one (:meth:`Trainer.save_best`) whenever the chosen dev metric improves."""
 
     def on_evaluate(self, trainer, metrics):
         if trainer.metric not in metrics:
@@ -46,6 +61,36 @@ class BestCheckpoint(Callback):
             trainer.save_best()
         else:
             trainer.state.bad_evals += 1
+
+
+class SaveBest(Callback):
+    """Writes ``best/`` of the run folder at each new best model (main process),
+    and reads it back for a resumed run whose best predates this process."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def on_best(self, trainer, info):
+        if trainer.is_main:
+            self.folder.save_best(trainer.bundle, info)
+
+    def on_restore_best(self, trainer):
+        if os.path.isdir(self.folder.best):
+            trainer.bundle.restore(self.folder.best)
+
+
+class SaveCheckpoints(Callback):
+    """Writes ``checkpoints/step-N`` of the run folder with the run's resolved
+    ``config``, keeping the ``keep`` newest (main process)."""
+
+    def __init__(self, folder, config, keep):
+        self.folder, self.config, self.keep = folder, config, keep
+
+    def on_checkpoint(self, trainer, checkpoint):
+        if not trainer.is_main:
+            return None
+        return self.folder.save_checkpoint(trainer.state.global_step, **checkpoint, config=self.config,
+                                           keep=self.keep)
 
 
 class EarlyStopping(Callback):

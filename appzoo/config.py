@@ -242,6 +242,20 @@ def check_args(prefix=None):
     return decorate
 
 
+def with_defaults(target, section, supplied=()):
+    """``section`` with each key ``target`` accepts (:func:`parameters`) that
+    it leaves out set to its default, in signature order; a required key it
+    lacks stays out, and keys ``target`` does not know are kept at the end."""
+    out = {}
+    for name, (p, _) in parameters(target, supplied).items():
+        if name in section:
+            out[name] = section[name]
+        elif p.default is not _NO_DEFAULT:
+            out[name] = p.default
+    out.update({k: v for k, v in section.items() if k not in out})
+    return out
+
+
 def check_fields(obj, prefix):
     """:func:`check_args` for a dataclass instance (call it in ``__post_init__``)."""
     hints = typing.get_type_hints(type(obj), include_extras=True)

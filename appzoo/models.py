@@ -1,10 +1,40 @@
-"""Pieces every task's model shares: the encoder call and pooling."""
+"""The contract of a task model (:class:`TaskModel`) and the pieces every task's model shares: the encoder call and pooling."""
 from typing import Annotated, Literal, Optional
 
 import paddle
 import paddle.nn.functional as F
 
 from appzoo.config import Key
+
+
+class TaskModel(paddle.nn.Layer):
+    """Base class of the registered task models: what the toolkit relies on.
+
+    ``forward(**batch keys) -> dict`` with ``logits`` (or ``scores``) and,
+    given labels, ``loss``; ``decode(outputs, batch) -> {key: array per row}``
+    for the reader's ``decode``; ``input_spec()`` for the exported graph.
+    The class attributes and :meth:`check_config` below are the defaults."""
+
+    #: the readers (``dataset_reader.type``) this model takes; the first is the default
+    READERS = ()
+    #: constructor arguments the toolkit supplies (the encoder, the reader's model_args), never the param file
+    MODEL_ARGS = ("encoder",)
+    #: the call shape of the losses it takes (appzoo.losses.base.FAMILIES), or a tuple of them
+    LOSS_FAMILY = "classification"
+    #: what the loss averages over: "example", or "token" (length-grouped batches are then weighted by tokens)
+    LOSS_PER = "example"
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time: raise what ``__init__`` would refuse in ``model_kwargs`` (the
+        ``model`` section), given the model arguments the reader's config fixes
+        before any data is read (``known``)."""
+
+    def decode(self, outputs, batch):
+        raise NotImplementedError(f"{type(self).__name__}.decode")
+
+    def input_spec(self):
+        raise NotImplementedError(f"{type(self).__name__}.input_spec")
 
 
 def encode(encoder, input_ids, token_type_ids=None):
@@ -100,7 +130,7 @@ def _sigmoid_losses():
     return ", ".join(fits)
 
 
-class PooledClassifier(paddle.nn.Layer):
+class PooledClassifier(TaskModel):
     """Pooled [CLS] (or mean) -> dropout -> linear: the head of the text
     classifier and of the pointwise cross-encoder. Multi-class (softmax) or
     multi-label (sigmoid, one logit per class), the loss taken from ``model.loss``."""

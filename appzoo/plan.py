@@ -5,43 +5,27 @@ data, weights or output folder is touched; nothing is written until the plan
 is complete.
 """
 import dataclasses
-import inspect
-import json
 import os
-from typing import Annotated, Optional
+from typing import Optional
 
-from appzoo.archive import RunFolder, check_best, read_json
+from appzoo import bundle
+from appzoo.archive import RunFolder
 from appzoo.callbacks import VisualDLLogger
-from appzoo.config import SECTIONS, Key, check_fields, check_kwargs, check_text, non_finite
+from appzoo.config import SECTIONS, check_kwargs, check_text, non_finite
+from appzoo.data.dataset_config import SPLITS, DatasetConfig
 from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.registry import MODELS, READERS, did_you_mean
+from appzoo.resolve import resolve
 from appzoo.trainer_config import TrainerConfig
-
-SPLITS = ("train", "dev", "test", "predict")
-
-
-@dataclasses.dataclass
-class DatasetConfig:
-    """The keys of ``dataset_reader`` that every task shares; the rest go to the reader."""
-
-    type: Annotated[Optional[str], Key("the task's reader (null: the model's first reader)")] = None
-    train: Annotated[Optional[str], Key("training data file")] = None
-    dev: Annotated[Optional[str], Key("dev data file: evaluated during training; chooses best/")] = None
-    test: Annotated[Optional[str], Key("test data file: evaluated after training")] = None
-    predict: Annotated[Optional[str], Key("file to predict (labels optional): predictions.jsonl")] = None
-    max_seq_len: Annotated[int, Key("tokens per encoded sequence, [CLS] and [SEP] included", ge=8)] = 128
-
-    def __post_init__(self):
-        check_fields(self, "dataset_reader")
 
 
 @dataclasses.dataclass
 class Plan:
     """A validated param file."""
 
-    config: dict  # the resolved config, as written to config.json
+    config: dict  # the resolved param tree, as written to config.json (appzoo.resolve)
     data: DatasetConfig
     reader_class: type
     reader_kwargs: dict
@@ -52,7 +36,9 @@ class Plan:
     do: list
     init_from: str  # a best/ folder to start from, or None
     source: str = "<param file>"  # the param file, for messages
-    metric: Optional[str] = None  # the dev metric the best model is chosen on (for reader.check_split)
+    metric: Optional[str] = None  # the dev metric the best model is chosen on
+    greater: bool = True  # whether a larger ``metric`` is better
+    defaults: dict = dataclasses.field(default_factory=dict)  # {key.path: default} (appzoo.resolve)
 
 
 def validate(config, param_path="<param file>", do=None):
@@ -63,39 +49,96 @@ def validate(config, param_path="<param file>", do=None):
 
 
 def _validate(config, do):
+    trainer = _trainer(config, do)
+    model_section = dict(config.get("model", {}))
+    if "type" not in model_section:
+        raise ConfigError(f"model.type: required key is missing (available: {', '.join(MODELS.names())})")
+    model_type = model_section.pop("type")
+    model_class = MODELS.get(model_type, "model.type")
+    data, reader_class, data_section = _dataset(config, model_class)
+    modes = _modes(trainer, data)
+    init_from = _init_from(trainer, modes, data)
+    encoder = model_section.pop("encoder", None)
+    if encoder is None and init_from is None:
+        raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
+                          "or {\"config\": \"configs/ernie_tiny.json\"})")
+    encoder = parse_encoder_spec(encoder) if encoder is not None else None
+    if init_from is not None:  # the saved encoder is used (appzoo.bundle.build)
+        bundle.check(init_from, "trainer.init_from", data.max_seq_len)
+        bundle.check_fits(init_from, model_type, data.type, reader_class, data_section)
+    else:
+        check_model_sources(encoder, None, data.max_seq_len)
+    # MODEL_ARGS: what the toolkit supplies (the encoder and reader.model_args()), never the param file
+    check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
+    reader = reader_class(**data_section)  # constructors check their own value ranges
+    reader.check_plan(data)
+    _check_sampler(trainer, reader, data.type)
+    model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
+    metric, greater = _check_metric(trainer, reader)
+    _check_output_dir(trainer.output_dir)
+
+    # A folder counts as holding a run once a model was saved there; a run that
+    # stopped before (a bad metric name at the first evaluation, say) can be redone.
+    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir \
+            and RunFolder(trainer.output_dir).has_run():
+        raise ConfigError(
+            f"trainer.output_dir: {trainer.output_dir!r} already holds a run; choose another folder, "
+            f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
+        )
+    trainer.do = modes
+    resolved, defaults = resolve(config, trainer=trainer, data=data, reader_class=reader_class,
+                                 reader_kwargs=data_section, model_class=model_class, model_kwargs=model_section,
+                                 encoder=encoder)
+    return Plan(resolved, data, reader_class, data_section, model_class, model_section, encoder, trainer, modes,
+                init_from, metric=metric, greater=greater, defaults=defaults)
+
+
+def _trainer(config, do):
+    """The ``trainer`` section (``--do`` given as ``do``), after the checks of the whole tree."""
     for name in SECTIONS:  # load_param_file checks this too; a config built in Python may lack it
         if not isinstance(config.get(name, {}), dict):
             raise ConfigError(f"{name}: expected an object, got {config[name]!r}")
     found = non_finite(config, "")
     if found:
         raise ConfigError(f"{found[0].lstrip('.')}: must be a finite number, got {found[1]!r}")
-    trainer_section = dict(config.get("trainer", {}))
+    section = dict(config.get("trainer", {}))
     if do is not None:
-        trainer_section["do"] = do
-    check_kwargs(TrainerConfig, trainer_section, "trainer", label="trainer")
-    trainer = TrainerConfig(**trainer_section)
+        section["do"] = do
+    check_kwargs(TrainerConfig, section, "trainer", label="trainer")
+    trainer = TrainerConfig(**section)
     if trainer.visualdl:
         VisualDLLogger.check_installed()
+    if trainer.amp != "off":
+        import paddle
 
-    model_section = dict(config.get("model", {}))
-    if "type" not in model_section:
-        raise ConfigError(f"model.type: required key is missing (available: {', '.join(MODELS.names())})")
-    model_type = model_section.pop("type")
-    model_class = MODELS.get(model_type, "model.type")
+        if trainer.device == "cpu" or not paddle.is_compiled_with_cuda():
+            raise ConfigError(f"trainer.amp: {trainer.amp!r} needs a GPU: paddle's autocast has no effect on "
+                              f"CPU, so the run would be float32 anyway (use 'off', or a CUDA build of paddle)")
+    return trainer
 
-    data_section = dict(config.get("dataset_reader", {}))
-    data_section.setdefault("type", model_class.READERS[0])
-    reader_type = data_section["type"]
-    reader_class = READERS.get(reader_type, "dataset_reader.type")
-    if data_section["type"] not in model_class.READERS:
+
+def _dataset(config, model_class):
+    """``(DatasetConfig, reader class, the reader's own keys)`` of the ``dataset_reader`` section."""
+    section = dict(config.get("dataset_reader", {}))
+    section.setdefault("type", model_class.READERS[0])
+    reader_class = READERS.get(section["type"], "dataset_reader.type")
+    if section["type"] not in model_class.READERS:
         raise ConfigError(
             f"dataset_reader.type: {model_class.__name__} reads {', '.join(model_class.READERS)}, "
-            f"not {data_section['type']!r}"
+            f"not {section['type']!r}"
         )
-    common = {k: data_section.pop(k) for k in list(data_section) if k in DatasetConfig.__dataclass_fields__}
-    _check_reader_keys(common, reader_class, data_section)
+    common, rest = DatasetConfig.split_section(section)
+    _check_reader_keys(common, reader_class, rest)
     data = DatasetConfig(**common)
+    for split in SPLITS:
+        path = getattr(data, split)
+        if path is not None and not os.path.isfile(path):
+            raise ConfigError(f"dataset_reader.{split}: no such file {path!r}")
+    return data, reader_class, rest
 
+
+def _modes(trainer, data):
+    """The modes to run: ``trainer.do``, or what the data files given call for."""
     modes = trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
                            if split is None or getattr(data, split)]
     if "eval" in modes and not (data.dev or data.test):
@@ -105,19 +148,14 @@ def _validate(config, do):
     for mode, split in (("train", "train"), ("predict", "predict")):
         if mode in modes and not getattr(data, split):
             raise ConfigError(f"dataset_reader.{split}: required for trainer.do {mode!r}")
-    for split in SPLITS:
-        path = getattr(data, split)
-        if path is not None and not os.path.isfile(path):
-            raise ConfigError(f"dataset_reader.{split}: no such file {path!r}")
-
     if trainer.audit and "audit" not in modes:
         modes = ["audit", *modes]
-    if trainer.amp != "off":
-        import paddle
+    return modes
 
-        if trainer.device == "cpu" or not paddle.is_compiled_with_cuda():
-            raise ConfigError(f"trainer.amp: {trainer.amp!r} needs a GPU: paddle's autocast has no effect on "
-                              f"CPU, so the run would be float32 anyway (use 'off', or a CUDA build of paddle)")
+
+def _init_from(trainer, modes, data):
+    """The ``best/`` folder the run starts from: ``trainer.init_from``, or the
+    run's own ``best/`` for modes that do not train; None for a new model."""
     init_from = trainer.init_from
     if "audit" in modes and not data.train and init_from is None:
         raise ConfigError("dataset_reader.train: required for trainer.do 'audit' (the vocabulary and label set "
@@ -129,83 +167,28 @@ def _validate(config, do):
                 f"trainer.init_from: trainer.do {modes} does not train, so it needs a trained model: "
                 f"{init_from!r} does not exist (train first, or set trainer.init_from to a best/ folder)"
             )
-    if init_from is not None:
-        check_best(init_from, "trainer.init_from")
-        _check_same_model(init_from, model_type, reader_type, reader_class, data_section)
-
-    encoder = model_section.pop("encoder", None)
-    if encoder is None and init_from is None:
-        raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
-                          "or {\"config\": \"configs/ernie_tiny.json\"})")
-    encoder = parse_encoder_spec(encoder) if encoder is not None else None
-    builds_encoder = encoder is not None and init_from is None  # else the saved encoder is used (runner.prepare)
-    check_model_sources(encoder if builds_encoder else None, init_from, data.max_seq_len)
-    # MODEL_ARGS: what the toolkit supplies (the encoder and reader.model_args()), never the param file
-    check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
-    reader = reader_class(**data_section)  # constructors check their own value ranges
-    reader.check_plan(data)
-    _check_sampler(trainer, reader, data.type)
-    if hasattr(model_class, "check_config"):  # the loss and its fit to the head and the reader's config
-        model_class.check_config(model_section, reader.plan_model_args())
-    metric = _check_metric(trainer, reader)
-    _check_output_dir(trainer.output_dir)
-
-    # A folder counts as holding a run once a model was saved there; a run that
-    # stopped before (a bad metric name at the first evaluation, say) can be redone.
-    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir \
-            and RunFolder(trainer.output_dir).has_run():
-        raise ConfigError(
-            f"trainer.output_dir: {trainer.output_dir!r} already holds a run; choose another folder, "
-            f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
-        )
-    resolved = json.loads(json.dumps(config))
-    resolved["trainer"] = dataclasses.asdict(trainer)
-    resolved["trainer"]["do"] = modes
-    return Plan(resolved, data, reader_class, data_section, model_class, model_section,
-                encoder, trainer, modes, init_from, metric=metric)
-
-
-def _check_same_model(init_from, model_type, reader_type, reader_class, data_section):
-    """A saved model is loaded into the same model type, read by the same reader
-    with the same :attr:`~appzoo.data.reader.DatasetReader.MODEL_KEYS`."""
-    saved = read_json(os.path.join(init_from, "config.json"), "config of a best/ folder")
-    saved_model = saved.get("model", {}).get("type")
-    saved_reader = saved.get("dataset_reader", {}).get("type")
-    if saved_model != model_type:
-        raise ConfigError(f"trainer.init_from: {init_from!r} holds a {saved_model!r} model (read by "
-                          f"{saved_reader!r}); this param file builds model.type {model_type!r}: use a param file "
-                          f"of that model, or train this one from model.encoder")
-    if saved_reader != reader_type:
-        raise ConfigError(f"trainer.init_from: {init_from!r} was trained with dataset_reader.type "
-                          f"{saved_reader!r}; this param file reads {reader_type!r}")
-    defaults = {name: p.default for name, p in inspect.signature(reader_class.__init__).parameters.items()}
-    for key in reader_class.MODEL_KEYS:
-        was = saved.get("dataset_reader", {}).get(key, defaults.get(key))
-        now = data_section.get(key, defaults.get(key))
-        if was != now:
-            raise ConfigError(f"dataset_reader.{key}: {json.dumps(now)}, but the model in trainer.init_from "
-                              f"{init_from!r} was trained with {json.dumps(was)}; a model is loaded with the value "
-                              f"it was trained with")
+    return init_from
 
 
 def _check_metric(trainer, reader):
-    """The dev metric the best model is chosen on, checked against the names
-    the reader declares (the trainer checks again at the first evaluation)."""
-    metric = trainer.metric_for_best or reader.default_metric
+    """``(name, greater_is_better)`` of the dev metric the best model is chosen on,
+    checked against the names the reader declares (the trainer checks again at
+    the first evaluation)."""
+    metric, greater = trainer.dev_metric(reader)
     names = reader.metric_names()
     if names is not None and metric not in names:
         raise ConfigError(
             f"trainer.metric_for_best: {metric!r} is not a dev metric of this task{did_you_mean(metric, names)} "
             f"(available: {', '.join(sorted(names))})"
         )
-    return metric
+    return metric, greater
 
 
 def _check_sampler(trainer, reader, reader_type):
     """The sampler fits the reader's training items: a class each for
     balanced and m_per_class, a query and a positive for no_duplicates."""
     sampler = choose_sampler(trainer.sampler, trainer.group_by_length,
-                             getattr(reader, "batch_composition_matters", False))
+                             reader.batch_composition_matters)
     if sampler in CLASS_SAMPLERS and reader.sampling_classes([]) is None:
         raise ConfigError(f"trainer.sampler: {sampler!r} draws batches by class, but the training items of "
                           f"dataset_reader.type {reader_type!r} with this config have no class (triples, or "

@@ -1,7 +1,7 @@
 """``report.md`` and plots in the output folder, from the metrics and the log."""
 import os
 
-from appzoo.archive import write_text
+from appzoo.files import write_text
 
 
 def write(output_dir, metrics, history, labels, plots=True):

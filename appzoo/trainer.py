@@ -1,28 +1,25 @@
-"""The one trainer every task shares: train / evaluate / predict / export.
+"""The one trainer every task shares: it trains a :class:`~appzoo.bundle.Bundle` and emits what happens.
 
 Tasks plug in through their reader (data in, predictions and metrics out) and
 their model (``forward`` returns a dict with ``logits`` and, given labels,
-``loss``; ``decode`` turns outputs into predictions). Everything that must
-survive a restart lives in :class:`TrainerState`, saved with each checkpoint.
+``loss``; ``decode`` turns outputs into predictions). The trainer writes no
+file: logging, ``best/`` and checkpoints are callbacks (:mod:`appzoo.callbacks`)
+that hold the run folder. Everything that must survive a restart lives in
+:class:`TrainerState`, saved with each checkpoint.
 """
 import contextlib
 import dataclasses
 import inspect
 import math
-import os
 import time
 
-import numpy as np
 import paddle
 
 from appzoo import callbacks as cb
-from appzoo import interrupts
-from appzoo.archive import MODEL_FILE, Best, RunFolder, load_weights, read_best
-from appzoo.data.sampler import (
-    CLASS_SAMPLERS, check_class_count, choose_sampler, feature_length, length_order, train_batches,
-)
+from appzoo import interrupts, prediction
+from appzoo.data.sampler import CLASS_SAMPLERS, check_class_count, choose_sampler, feature_length, train_batches
 from appzoo.errors import DataError, DivergedError, Interrupted
-from appzoo.progress import progress
+from appzoo.progress import note, progress
 
 
 @dataclasses.dataclass
@@ -39,47 +36,49 @@ class TrainerState:
     finished: bool = False  # the run trained all it was asked to (or stopped early)
     evaluated_at: int = None  # the step of the last evaluation (and best/ decision)
     train_sha256: str = None  # of the training file: a resume on other data is refused
+    wall_time_s: float = 0.0  # the run's time up to this state, over every process that trained it
+    total_steps: int = None  # the steps the run was planned for (a resume may ask for more: "train longer")
 
 
 class Trainer:
-    def __init__(self, model, reader, tokenizer, labels, config, output_dir, *,
-                 run_config=None, model_args=None, folder=None):
-        self.model = model
-        self.reader = reader
-        self.tokenizer = tokenizer
-        self.labels = labels
+    """Trains ``bundle.model`` under ``config`` (a :class:`~appzoo.trainer_config.TrainerConfig`).
+
+    ``metric``: ``(name, greater_is_better)`` of the dev metric that chooses
+    the best model (default: :meth:`TrainerConfig.dev_metric`); ``callbacks``:
+    what is done with logs, the best model and checkpoints; ``started``: when
+    the run began (``time.time()``), for the wall time the state carries."""
+
+    def __init__(self, bundle, config, metric=None, callbacks=(), started=None):
+        self.bundle = bundle
+        self.model, self.reader = bundle.model, bundle.reader
         self.config = config
-        self.output_dir = output_dir
-        self.folder = folder or RunFolder(output_dir)
-        self.run_config = run_config or {}
-        self.model_args = model_args or {}
+        self.metric, self.greater = metric or config.dev_metric(bundle.reader)
         self.state = TrainerState()
         self.world_size = paddle.distributed.get_world_size()
         self.rank = paddle.distributed.get_rank()
         self.is_main = self.rank == 0
         self.history = []  # the rows of train_log.jsonl, for plots
+        self.checkpoint = None  # where the last checkpoint went, as a callback said
         self._best_weights = None  # the best model's weights, kept in memory to restore at the end
-        metric = config.metric_for_best or reader.default_metric
-        greater = config.greater_is_better
-        if greater is None:
-            greater = not metric.endswith("loss")
-        self.metric, self.greater = metric, greater
-        self.callbacks = [cb.JsonlLogger(os.path.join(output_dir, "train_log.jsonl")),
-                          cb.BestCheckpoint(), cb.EarlyStopping(config.patience)]
-        if config.visualdl:
-            self.callbacks.append(cb.VisualDLLogger(os.path.join(output_dir, "vdl")))
-        params = inspect.signature(model.forward).parameters.values()
+        self._started = started or time.time()
+        self._wall_before = 0.0  # wall time of the processes before a resume
+        self.callbacks = [cb.KeepBest(), cb.EarlyStopping(config.patience), *callbacks]
+        params = inspect.signature(self.model.forward).parameters.values()
         self._forward_keys = None if any(p.kind == p.VAR_KEYWORD for p in params) else {p.name for p in params}
-        self._train_model = model
+        self._train_model = self.model
         if self.world_size > 1:
             paddle.distributed.init_parallel_env()
-            self._train_model = paddle.DataParallel(model)
+            self._train_model = paddle.DataParallel(self.model)
+
+    def wall_time(self):
+        """Seconds the run has taken, over every process that trained it."""
+        return self._wall_before + time.time() - self._started
 
     # ------------------------------------------------------------------ train
-    def train(self, train_features, dev=None, resume_from=None):
+    def train(self, train_features, dev=None, resume=None):
         """Train on features; ``dev`` is ``(examples, features)`` or None;
-        ``resume_from`` a checkpoint folder. Ends with the best model's weights
-        in ``self.model``."""
+        ``resume`` what :meth:`appzoo.archive.RunFolder.load_checkpoint` read.
+        Ends with the best model's weights in ``self.model``."""
         cfg = self.config
         self._prepare_sampler(train_features)
         per_epoch = len(self._epoch_steps(train_features, 0))
@@ -92,8 +91,9 @@ class Trainer:
         total = cfg.max_steps if cfg.max_steps > 0 else per_epoch * cfg.epochs
         self._total = total
         self.build_optimizer(total)
-        if resume_from:
-            self._resume(resume_from)
+        if resume:
+            self._resume(resume)
+        self.state.total_steps = total
         if self.state.finished:  # nothing left to train; count an epoch that its last step ended
             if self.state.step_in_epoch == per_epoch:
                 self.state.epoch, self.state.step_in_epoch = self.state.epoch + 1, 0
@@ -102,7 +102,7 @@ class Trainer:
 
         bar = self._bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
                                    disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
-        running, started = [], time.time()
+        running = []
         with interrupts.deferred():
             while self.state.global_step < total and not self.state.should_stop:
                 order = self._epoch_steps(train_features, self.state.epoch)
@@ -113,7 +113,7 @@ class Trainer:
                     step = self.state.global_step
                     bar.update(1)
                     if step % cfg.logging_steps == 0:
-                        self._log_loss(running, started)
+                        self._log_loss(running)
                     if cfg.eval_steps and step % cfg.eval_steps == 0:
                         self._evaluate_and_save(dev)
                     self._stop_if_interrupted()
@@ -124,11 +124,11 @@ class Trainer:
                     self.state.step_in_epoch = 0
                 if self.state.global_step >= total or self.state.should_stop:
                     break
-                self._log_loss(running, started)
+                self._log_loss(running)
                 if self.state.evaluated_at != self.state.global_step:  # eval_steps may have just done it
                     self._evaluate_and_save(dev)
                 self._stop_if_interrupted()
-            self._log_loss(running, started)
+            self._log_loss(running)
             if not self.state.finished:  # the last step was not evaluated (eval_steps did not hit it)
                 self._evaluate_and_save(dev)
         bar.close()
@@ -146,16 +146,16 @@ class Trainer:
             self._save_checkpoint()
         name = "Ctrl-C" if signum == 2 else "SIGTERM"
         raise Interrupted(signum, f"{name} at step {self.state.global_step}: checkpoint saved in "
-                                  f"{self.folder.latest_checkpoint()}; continue with --set trainer.resume=true")
+                                  f"{self.checkpoint}; continue with --set trainer.resume=true")
 
     def _restore_best(self):
-        """Put the best model's weights back into ``self.model``."""
+        """Put the best model's weights back into ``self.model``: from memory, or
+        (a resumed run whose best predates this process) as the callbacks do it."""
         if self._best_weights is not None:
             self.model.set_state_dict(self._best_weights)
             self.reader.load_state(self._best_reader_state)
-        elif os.path.isdir(self.folder.best):  # a resumed run whose best predates this process
-            self.model.set_state_dict(load_weights(os.path.join(self.folder.best, MODEL_FILE)))
-            self.reader.load_state(read_best(self.folder.best).reader_state)
+        else:
+            self._emit("on_restore_best")
 
     def build_optimizer(self, total):
         """AdamW (no decay on biases and norms), global-norm clipping, linear
@@ -166,7 +166,7 @@ class Trainer:
         self.scheduler = LinearDecayWithWarmup(cfg.learning_rate, total, cfg.warmup_steps or cfg.warmup_proportion)
         no_decay = ("bias", "norm", "layer_norm", "LayerNorm")
         decay = {p.name for n, p in self.model.named_parameters() if not any(k in n for k in no_decay)}
-        if getattr(cfg, "amp", "off") == "fp16":
+        if cfg.amp == "fp16":
             self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15)
         self.optimizer = paddle.optimizer.AdamW(
             learning_rate=self.scheduler, parameters=self.model.parameters(),
@@ -179,15 +179,14 @@ class Trainer:
         """Choose the sampler (:func:`choose_sampler`) and compute what it
         needs from the training features: lengths, classes or duplicate keys."""
         cfg, reader = self.config, self.reader
-        self.sampler = choose_sampler(getattr(cfg, "sampler", None), getattr(cfg, "group_by_length", None),
-                                      getattr(reader, "batch_composition_matters", False))
+        self.sampler = choose_sampler(cfg.sampler, cfg.group_by_length, reader.batch_composition_matters)
         self._lengths = [feature_length(f) for f in features] if self.sampler == "by_length" else None
         self._classes = reader.sampling_classes(features) if self.sampler in CLASS_SAMPLERS else None
         self._keys = reader.duplicate_keys(features) if self.sampler == "no_duplicates" else None
         if self.sampler in CLASS_SAMPLERS:
             check_class_count(self.sampler, cfg.batch_size, cfg.sampler_m, self._classes)
         self._tokens_per_batch = None  # see _loss_share
-        if self.sampler == "by_length" and getattr(self.model, "LOSS_PER", "example") == "token":
+        if self.sampler == "by_length" and self.model.LOSS_PER == "token":
             tokens = sum(reader.loss_targets(f) for f in features)
             self._tokens_per_batch = cfg.batch_size * tokens / max(1, len(features))
 
@@ -205,13 +204,12 @@ class Trainer:
         cfg = self.config
         micro = train_batches(len(features), cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=self.sampler,
                               lengths=self._lengths, classes=self._classes, keys=self._keys,
-                              power=getattr(cfg, "sampler_power", 0.5), m=getattr(cfg, "sampler_m", 2),
-                              mega_batches=getattr(cfg, "sampler_mega_batches", 8),
+                              power=cfg.sampler_power, m=cfg.sampler_m, mega_batches=cfg.sampler_mega_batches,
                               rank=self.rank, world_size=self.world_size)
-        k = getattr(cfg, "gradient_accumulation_steps", 1)
+        k = cfg.gradient_accumulation_steps
         return [micro[i:i + k] for i in range(0, len(micro), k)]
 
-    def _log_loss(self, running, started):
+    def _log_loss(self, running):
         """Log the mean loss of the steps since the last log (and forget them);
         the only place the loss leaves the device. Averaged over data-parallel ranks."""
         if running:
@@ -223,7 +221,7 @@ class Trainer:
             self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self.optimizer.get_lr():.2e}")
             self._log({"step": self.state.global_step, "epoch": self.state.epoch,
                        "loss": loss, "lr": self.optimizer.get_lr(),
-                       "elapsed_s": round(time.time() - started, 2)})
+                       "elapsed_s": round(self.wall_time(), 2)})
             running.clear()
 
     def _train_step(self, micro_batches):
@@ -235,7 +233,7 @@ class Trainer:
         self._train_model.train()
         total = None
         for j, features in enumerate(micro_batches):
-            batch = self._to_tensors(self.reader.collate(features, self.tokenizer.pad_token_id))
+            batch = self._to_tensors(self.reader.collate(features, self.bundle.tokenizer.pad_token_id))
             sync = self.world_size == 1 or j == len(micro_batches) - 1
             with contextlib.nullcontext() if sync else self._train_model.no_sync():
                 with self._autocast():
@@ -266,7 +264,7 @@ class Trainer:
         """``trainer.amp``: bf16 or fp16 autocast on a GPU (paddle's autocast has no
         effect on CPU; the plan refuses amp there). Losses run in float32
         (appzoo.losses.build_loss)."""
-        amp = getattr(self.config, "amp", "off")
+        amp = self.config.amp
         if amp == "off":
             return contextlib.nullcontext()
         return paddle.amp.auto_cast(dtype="bfloat16" if amp == "bf16" else "float16", level="O1")
@@ -298,8 +296,7 @@ class Trainer:
             metrics = self.evaluate(*dev, split="dev", fit=True)
             self._log({"step": self.state.global_step, "epoch": self.state.epoch,
                        **{f"dev_{k}": v for k, v in metrics.items() if _is_scalar(v)}})
-            for callback in self.callbacks:
-                callback.on_evaluate(self, metrics)
+            self._emit("on_evaluate", metrics)
         if self.state.should_stop or self.state.global_step >= self._total:
             self.state.finished = True
         self._save_checkpoint()
@@ -309,77 +306,48 @@ class Trainer:
         return best is None or (value > best if self.greater else value < best)
 
     # ------------------------------------------------------- eval / predict
-    @paddle.no_grad()
     def predict(self, examples, features, desc="predict"):
         """Per-example predictions (whatever the reader's ``decode`` returns)
-        and the mean loss where the features carry labels. Batches run longest
-        first (little padding), shared out over the data-parallel ranks, and
-        the rows are put back in the examples' order before decoding."""
+        and the mean loss where the features carry labels, through the one
+        prediction loop (:mod:`appzoo.prediction`), shared out over the
+        data-parallel ranks."""
         self.model.eval()
-        order = length_order(features)
-        size = self.config.eval_batch_size
-        chunks = [order[i:i + size] for i in range(0, len(order), size)][self.rank::self.world_size]
-        rows, outputs, losses, sizes = [], {}, [], []
-        for indices in progress(chunks, desc=desc, unit="batch", leave=False,
-                                disable=not (self.config.progress_bar and self.is_main)):
-            batch = self._to_tensors(self.reader.collate([features[i] for i in indices],
-                                                         self.tokenizer.pad_token_id))
-            out = self.model(**self._inputs(batch))
-            if "loss" in out:
-                losses.append(float(out["loss"]))
-                sizes.append(len(indices))
-            for key, value in self.model.decode(out, batch).items():
-                outputs.setdefault(key, []).extend(list(value.numpy()))
-            rows.extend(indices)
-        if self.world_size > 1:  # every rank gets every row
-            shares = []
-            paddle.distributed.all_gather_object(shares, (rows, outputs, losses, sizes))
-            rows = [i for share in shares for i in share[0]]
-            keys = dict.fromkeys(k for share in shares for k in share[1])  # a rank with no batch has none
-            outputs = {k: [v for share in shares for v in share[1].get(k, [])] for k in keys}
-            losses = [v for share in shares for v in share[2]]
-            sizes = [v for share in shares for v in share[3]]
-        if not examples:  # an empty predict file
-            return [], None
-        back = np.argsort(rows, kind="stable")  # row position of each feature, in the features' order
-        outputs = {k: [v[j] for j in back] for k, v in outputs.items()}
-        predictions = self.reader.decode(examples, features, outputs, self.labels)
-        loss = float(np.average(losses, weights=sizes)) if losses else None
-        return predictions, loss
+        return prediction.predict(self._run, self.bundle, examples, features, **self._loop_options(desc))
 
     def evaluate(self, examples, features, split, fit=False):
         """Metrics of one split; ``fit`` lets the reader tune on it first (dev
         during training: a decision threshold, say)."""
-        predictions, loss = self.predict(examples, features, desc=f"eval {split}")
-        if fit:
-            self.reader.fit(examples, predictions, self.labels)
-        metrics = self.reader.evaluate(examples, predictions, self.labels)
-        if loss is not None:
-            metrics = {"loss": loss, **metrics}
-        return metrics
+        self.model.eval()
+        return prediction.evaluate(self._run, self.bundle, examples, features, fit=fit,
+                                   **self._loop_options(f"eval {split}"))
+
+    def _run(self, batch, tensors):
+        return self.model(**self._inputs(tensors))
+
+    def _loop_options(self, desc):
+        return {"batch_size": self.config.eval_batch_size, "rank": self.rank, "world_size": self.world_size,
+                "bar": self.config.progress_bar and self.is_main, "desc": desc}
 
     # ------------------------------------------------------------- saving
     def save_best(self):
-        """Keep the current weights as the best model: in memory (every rank)
-        and in ``best/`` (the main process), with everything needed to predict."""
+        """Keep the current weights as the best model: in memory (every rank),
+        and through the callbacks (``on_best``: ``best/``, by the main process)."""
         self._best_weights = {k: v.numpy().copy() for k, v in self.model.state_dict().items()}
         self._best_reader_state = self.reader.state()
-        if self.is_main:
-            self.folder.save_best(self.model, self.model.encoder, self.tokenizer, Best(
-                labels=self.labels, model_args=self.model_args, reader_state=self.reader.state(),
-                config=self.run_config, info={"step": self.state.global_step, "metric": self.metric,
-                                              "value": self.state.best_metric}))
+        self._emit("on_best", {"step": self.state.global_step, "metric": self.metric,
+                               "value": self.state.best_metric})
 
     _saved_at = None
 
     def _save_checkpoint(self):
+        """Hand what a resume needs to the callbacks (``on_checkpoint``: ``checkpoints/``)."""
         self._saved_at = self.state.global_step
-        if not self.is_main:
-            return
-        self.folder.save_checkpoint(
-            self.state.global_step, model=self.model.state_dict(), optimizer=self._optimizer_state(),
-            scheduler=self._scheduler_state(), state=dataclasses.asdict(self.state),
-            reader_state=self.reader.state(), config=self.run_config, keep=self.config.keep_checkpoints)
+        self.state.wall_time_s = round(self.wall_time(), 1)
+        saved = self._emit("on_checkpoint", {
+            "model": self.model.state_dict(), "optimizer": self._optimizer_state(),
+            "scheduler": self._scheduler_state(), "state": dataclasses.asdict(self.state),
+            "reader_state": self.reader.state()})
+        self.checkpoint = next((path for path in saved if path), self.checkpoint)
 
     def _scheduler_state(self):
         """The schedule's state, with fp16's loss-scaler state (the scale and its counters)."""
@@ -388,8 +356,7 @@ class Trainer:
             state["grad_scaler"] = self.scaler.state_dict()
         return state
 
-    def _resume(self, folder):
-        saved = self.folder.load_checkpoint(folder)
+    def _resume(self, saved):
         self.model.set_state_dict(saved["model"])
         self._load_optimizer_state(saved["optimizer"])
         scheduler = dict(saved["scheduler"])
@@ -399,6 +366,15 @@ class Trainer:
             self.scaler.load_state_dict(scaler)
         self.state = TrainerState(**saved["state"])
         self._saved_at = self.state.global_step
+        self._wall_before = self.state.wall_time_s
+        planned = self.state.total_steps
+        if planned is not None and planned != self._total:  # train longer: the schedule runs to the new end
+            self.scheduler.last_lr = self.scheduler.get_lr()
+            if self.state.global_step < self._total and not self.state.should_stop:
+                self.state.finished = False
+            if self.is_main:
+                note(f"note: trainer.resume: the run was planned for {planned} steps and now goes on to "
+                     f"{self._total}; the learning-rate schedule was rebuilt for the new length")
         self.reader.load_state(saved["reader_state"])
 
     def _optimizer_state(self):
@@ -415,8 +391,11 @@ class Trainer:
     # ------------------------------------------------------------- helpers
     def _log(self, row):
         self.history.append(row)
-        for callback in self.callbacks:
-            callback.on_log(self, row)
+        self._emit("on_log", row)
+
+    def _emit(self, hook, *args):
+        """Call ``hook`` of every callback; their results, in order."""
+        return [getattr(callback, hook)(self, *args) for callback in self.callbacks]
 
     @staticmethod
     def _to_tensors(batch):

@@ -3,6 +3,7 @@ import dataclasses
 from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.config import Key, check_fields
+from appzoo.engines import ENGINES, check_engine
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
@@ -14,8 +15,6 @@ def _not_blank(value, key_path):
 
 
 def _engine_installed(value, key_path):
-    from appzoo.predictor import check_engine
-
     check_engine(value, key_path)
 
 
@@ -25,7 +24,7 @@ class TrainerConfig:
 
     output_dir: Annotated[str, Key("folder for the run's outputs: best/, checkpoints/, metrics.json, logs",
                                    check=_not_blank)] = "output/run"
-    do: Annotated[Optional[List[Literal["train", "eval", "predict", "export", "audit"]]], Key(
+    do: Annotated[Optional[List[Literal[MODES]]], Key(
         "modes to run (null: train, then eval on dev/test, then predict when a predict file is set); "
         "audit writes audit.md/audit.json about the data first; --do overrides it")] = None
     epochs: Annotated[int, Key("passes over the training data", ge=1)] = 3
@@ -90,7 +89,7 @@ class TrainerConfig:
                                   "VisualDL (needs the visualdl package)")] = False
     device: Annotated[Literal["auto", "cpu", "gpu"], Key(
         "where to train: auto picks the GPU when paddle is a CUDA build")] = "auto"
-    inference_engine: Annotated[Literal["dygraph", "paddle_inference", "onnxruntime"], Key(
+    inference_engine: Annotated[Literal[ENGINES], Key(
         "what eval and predict run on: the Paddle model, or the graph exported into output_dir/inference/ "
         "on Paddle Inference (oneDNN on CPU) or on ONNX Runtime (optional: pip install onnxruntime)",
         check=_engine_installed)] = "dygraph"
@@ -98,6 +97,14 @@ class TrainerConfig:
     def __post_init__(self):
         check_fields(self, "trainer")  # also when built from Python, not only from a param file
         self.check_keys_together()
+
+    def dev_metric(self, reader):
+        """``(name, greater_is_better)`` of the dev metric that chooses ``best/``:
+        ``metric_for_best`` or the reader's default; larger is better unless
+        ``greater_is_better`` says otherwise or the metric is a loss."""
+        metric = self.metric_for_best or reader.default_metric
+        greater = self.greater_is_better
+        return metric, (not metric.endswith("loss")) if greater is None else greater
 
     def check_keys_together(self):
         """What no single key's annotation can say."""

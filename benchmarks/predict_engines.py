@@ -70,7 +70,8 @@ def same(a, b):
 def bench(name, best, split, threads, repeats):
     import paddle
 
-    from appzoo.predictor import Predictor, check_engine
+    from appzoo.engines import check_engine
+    from appzoo.predictor import Predictor
 
     rows, reference = [], None
     for engine, options in ENGINES:

@@ -85,8 +85,7 @@ def load(name):
 
 
 def toolkit_loop(plan, prepared, features, order, warmup):
-    trainer = Trainer(prepared.model, prepared.reader, prepared.tokenizer, prepared.labels, plan.trainer,
-                      plan.trainer.output_dir, run_config=plan.config, model_args=prepared.model_args)
+    trainer = Trainer(prepared.bundle, plan.trainer)  # no callbacks: nothing is written
     trainer.build_optimizer(len(order))
     trainer._prepare_sampler(features)  # as train() does: the sampler's state and the per-token loss weights
     times = []
@@ -101,12 +100,12 @@ def toolkit_loop(plan, prepared, features, order, warmup):
 
 def paddle_loop(prepared, features, order, warmup, lr):
     """A hand-written loop: the encoder, a linear head at the first piece of each word."""
-    encoder = prepared.model.encoder
-    head = paddle.nn.Linear(encoder.config.hidden_size, len(prepared.labels))
+    encoder = prepared.bundle.model.encoder
+    head = paddle.nn.Linear(encoder.config.hidden_size, len(prepared.bundle.labels))
     params = list(encoder.parameters()) + list(head.parameters())
     optimizer = paddle.optimizer.AdamW(learning_rate=lr, parameters=params, weight_decay=0.01,
                                        grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0))
-    pad_id = prepared.tokenizer.pad_token_id
+    pad_id = prepared.bundle.tokenizer.pad_token_id
     times = []
     for batch in order:
         start = time.perf_counter()
@@ -174,7 +173,7 @@ def hf_loop(python, prepared, features, order, warmup, lr, threads):
     folder = os.path.join(list(spec.submodule_search_locations)[0], "model")
     keys = ("input_ids", "positions", "labels")
     data = {"batches": [[{k: list(map(int, features[i][k])) for k in keys} for i in batch] for batch in order],
-            "num_labels": len(prepared.labels), "pad_id": prepared.tokenizer.pad_token_id, "lr": lr,
+            "num_labels": len(prepared.bundle.labels), "pad_id": prepared.bundle.tokenizer.pad_token_id, "lr": lr,
             "warmup": warmup}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "batches.json")
@@ -211,14 +210,14 @@ def main(argv=None):
             "grouped": train_batches(len(features), batch_size, seed=plan.trainer.seed, epoch=0,
                                      sampler="by_length", lengths=lengths)[:n // batch_size],
         }
-        state = {k: v.numpy().copy() for k, v in prepared.model.state_dict().items()}
+        state = {k: v.numpy().copy() for k, v in prepared.bundle.model.state_dict().items()}
         rows = {}
         for kind, order in orders.items():
             tokens = sum(len(features[i]["input_ids"]) for b in order for i in b)
             padded = sum(len(b) * max(len(features[i]["input_ids"]) for i in b) for b in order)
             rows[kind] = {"padding_ratio": round(padded / tokens, 3)}
             for loop in ("paddle loop", "toolkit", "hf+torch loop"):
-                prepared.model.set_state_dict(state)
+                prepared.bundle.model.set_state_dict(state)
                 paddle.seed(0)
                 if loop == "toolkit":
                     times = toolkit_loop(plan, prepared, features, order, args.warmup)

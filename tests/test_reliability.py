@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -18,7 +19,7 @@ import paddle
 import pytest
 
 import run_trainer
-from appzoo import archive
+from appzoo import archive, bundle, files
 from appzoo.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,6 +65,9 @@ def in_child(param_file, out, *extra, fault=None):
             # run in this process, say) does not exist in a forked child, and a parallel region
             # with more threads would wait for it forever.
             paddle.base.core.set_num_threads(1)
+            # A killed child cannot remove its temporary folders (the from-scratch vocabulary):
+            # they go into the test's own folder, not the suite's temp directory.
+            tempfile.tempdir = os.path.dirname(os.path.abspath(out))
             if fault:
                 os.environ["APPZOO_FAULT"] = fault
             code = cli(param_file, out, *extra)
@@ -113,8 +117,8 @@ def test_a_kill_at_any_save_point_resumes_to_the_same_result(param_file, straigh
     out = str(tmp_path / "out")
     assert in_child(param_file, out, fault=f"{point}:{hit}") == -signal.SIGKILL
     if os.path.lexists(os.path.join(out, "best")):  # never a half-written best/
-        archive.check_best(os.path.join(out, "best"))
-        archive.load_weights(os.path.join(out, "best", archive.MODEL_FILE))
+        bundle.check(os.path.join(out, "best"))
+        files.load_weights(os.path.join(out, "best", bundle.MODEL_FILE))
     resume = "true" if archive.RunFolder(out).latest_checkpoint() else "false"
     assert in_child(param_file, out, "--set", f"trainer.resume={resume}",
                     "--set", "trainer.overwrite_output_dir=true") == 0
@@ -169,7 +173,7 @@ def test_interrupt_saves_a_checkpoint_and_resume_matches(param_file, straight, t
 def test_a_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(param_file, tmp_path, monkeypatch, capsys):
     out = str(tmp_path / "out")
     monkeypatch.setenv("APPZOO_FAULT", "checkpoint.files:2:enospc")
-    monkeypatch.setattr(archive, "_fault_hits", {})
+    monkeypatch.setattr(files, "_fault_hits", {})
     assert cli(param_file, out) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left on device" in err[0] and "checkpoints/step-2 is intact" in err[0]
@@ -242,6 +246,42 @@ def test_resume_refuses_changed_settings(param_file, straight, tmp_path, capsys,
     assert tree_digest(out) == before
 
 
+def test_resume_accepts_a_restated_default(param_file, straight, tmp_path, capsys):
+    """config.json is the resolved tree: a param file that writes defaults out
+    (the model's pooling, the trainer's weight decay, the loss's reduction)
+    resumes a run made from one that left them out."""
+    with open(param_file, encoding="utf-8") as f:
+        config = json.load(f)
+    assert "pooling" not in config["model"] and "reduction" not in config["model"]["loss"]
+    assert "weight_decay" not in config["trainer"]
+    out = str(tmp_path / "out")
+    shutil.copytree(straight, out, symlinks=True)
+    assert cli(param_file, out, "--set", "trainer.resume=true", "--set", "model.pooling=cls",
+               "--set", "trainer.weight_decay=0.01", "--set", "model.loss.reduction=mean") == 0
+    assert "trains no further" in capsys.readouterr().out
+    with open(os.path.join(straight, "config.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    assert saved["model"]["pooling"] == "cls" and saved["model"]["loss"]["reduction"] == "mean"  # written out
+
+
+def test_resume_with_a_larger_max_steps_trains_longer(param_file, straight, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    shutil.copytree(straight, out, symlinks=True)
+    assert cli(param_file, out, "--set", "trainer.resume=true", "--set", "trainer.max_steps=8") == 0
+    said = capsys.readouterr().out
+    assert "the run was planned for 6 steps and now goes on to 8; the learning-rate schedule was rebuilt" in said
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        assert json.load(f)["train"]["steps"] == 8
+    assert archive.RunFolder(out).latest_checkpoint().endswith("step-8")
+    rows = [json.loads(line) for line in open(os.path.join(out, "train_log.jsonl"), encoding="utf-8")]
+    lrs = [r["lr"] for r in rows if "lr" in r]
+    assert lrs[5] == 0.0 and lrs[6] > 0  # the old schedule ended at step 6; the new one goes on to 8
+    shorter = str(tmp_path / "shorter")
+    shutil.copytree(straight, shorter, symlinks=True)
+    assert cli(param_file, shorter, "--set", "trainer.resume=true", "--set", "trainer.max_steps=4") == 2
+    assert "trainer.max_steps=6, this run says 4" in capsys.readouterr().err
+
+
 def test_resume_refuses_a_changed_training_file(param_file, straight, tmp_path, capsys):
     out = str(tmp_path / "out")
     shutil.copytree(straight, out, symlinks=True)
@@ -252,9 +292,9 @@ def test_resume_refuses_a_changed_training_file(param_file, straight, tmp_path, 
         changed.write_text(f.read().replace("finance", "tech", 1), encoding="utf-8")
     # the same path with other content: point the checkpoint's config at the copy
     for folder in archive.RunFolder(out).checkpoint_folders():
-        saved = archive.read_json(os.path.join(folder, "config.json"))
+        saved = files.read_json(os.path.join(folder, "config.json"))
         saved["dataset_reader"]["train"] = str(changed)
-        archive.write_json(os.path.join(folder, "config.json"), saved)
+        files.write_json(os.path.join(folder, "config.json"), saved)
     assert cli(param_file, out, "--set", "trainer.resume=true", "--set", f"dataset_reader.train={changed}") == 2
     assert "changed since" in capsys.readouterr().err
 

@@ -1,40 +1,51 @@
-"""The trainer on its own: a toy paddle model and a toy reader, no ERNIE, no CLI.
+"""The trainer on its own: a toy paddle model and a toy reader, no ERNIE, no CLI, no files.
 
 Batches, best-model selection, early stopping and an exact resume, through
-appzoo.trainer.Trainer directly.
+appzoo.trainer.Trainer directly; what it emits is recorded by a callback
+(writing best/ and checkpoints is the run folder's job: test_reliability.py).
 """
-import json
-import os
-
 import numpy as np
 import paddle
 import pytest
 
+from appzoo.bundle import Bundle
+from appzoo.callbacks import Callback
 from appzoo.data.reader import DatasetReader
+from appzoo.models import TaskModel
 from appzoo.trainer import Trainer
 from appzoo.trainer_config import TrainerConfig
 from conftest import crash_after_step
 
 
-class ToyConfig:
-    """Stands in for an encoder's config: what ``best/encoder/`` saves."""
-
-    architectures = None
-
-    def save_pretrained(self, folder):
-        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
-            json.dump({"toy": True}, f)
-
-
 class ToyTokenizer:
     pad_token_id = 0
 
-    def save_pretrained(self, folder):
-        with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
-            f.write("[PAD]\n")
+
+class Recorder(Callback):
+    """Keeps what the trainer emits: each best model (its info and weights) and each checkpoint."""
+
+    def __init__(self):
+        self.best, self.checkpoints = [], []
+
+    def on_best(self, trainer, info):
+        self.best.append((info, {k: v.numpy().copy() for k, v in trainer.model.state_dict().items()}))
+
+    def on_checkpoint(self, trainer, checkpoint):
+        self.checkpoints.append(_copy(checkpoint))  # as saving and loading it would
+        return f"step-{trainer.state.global_step}"
+
+    def on_restore_best(self, trainer):  # a best model that an earlier process emitted
+        if self.best:
+            trainer.model.set_state_dict(self.best[-1][1])
 
 
-class ToyModel(paddle.nn.Layer):
+def _copy(value):
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return value.numpy().copy() if isinstance(value, paddle.Tensor) else value
+
+
+class ToyModel(TaskModel):
     """Logistic regression on the largest of a padded sequence of numbers. Its
     ``forward`` takes ``x`` and ``labels``; the batch also carries ``ids``,
     which the trainer must leave out."""
@@ -42,7 +53,6 @@ class ToyModel(paddle.nn.Layer):
     def __init__(self):
         super().__init__()
         self.encoder = paddle.nn.Linear(1, 2)
-        self.encoder.config = ToyConfig()
         self.seen = []  # the keyword names of each forward call
 
     def forward(self, x, labels=None):
@@ -92,13 +102,16 @@ def data(n=40, seed=0):
 
 
 def trainer(tmp_path, reader=None, **config):
-    os.makedirs(tmp_path, exist_ok=True)
     paddle.seed(0)
     settings = dict(output_dir=str(tmp_path), max_steps=8, batch_size=4, eval_steps=2, logging_steps=2,
                     learning_rate=0.1, progress_bar=False, plots=False)
     settings.update(config)
-    return Trainer(ToyModel(), reader or ToyReader(), ToyTokenizer(), ["0", "1"], TrainerConfig(**settings),
-                   str(tmp_path))
+    trained = Bundle(ToyModel(), reader or ToyReader(), ToyTokenizer(), ["0", "1"], {}, {})
+    return Trainer(trained, TrainerConfig(**settings), callbacks=[Recorder()])
+
+
+def recorder(t):
+    return next(c for c in t.callbacks if isinstance(c, Recorder))
 
 
 def split(reader):
@@ -134,11 +147,12 @@ def test_the_best_evaluation_is_kept_and_restored(tmp_path):
     features, dev = split(reader)
     state = t.train(features, dev)
     assert (state.best_metric, state.best_step) == (0.9, 4)
-    with open(os.path.join(tmp_path, "best", "best.json"), encoding="utf-8") as f:
-        assert json.load(f)["step"] == 4
-    saved = paddle.load(os.path.join(tmp_path, "best", "model_state.pdparams"))
+    emitted = recorder(t).best
+    assert [info["step"] for info, _ in emitted] == [2, 4]  # each new best, once
+    assert emitted[-1][0] == {"step": 4, "metric": "score", "value": 0.9}
     for name, value in t.model.state_dict().items():  # the model ends with the best weights
-        np.testing.assert_array_equal(value.numpy(), saved[name])
+        np.testing.assert_array_equal(value.numpy(), emitted[-1][1][name])
+    assert not (tmp_path / "best").exists()  # the trainer writes no file
 
 
 def test_lower_is_better_for_a_loss_metric(tmp_path):
@@ -166,11 +180,13 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path, monkeypatch):
     crashed = trainer(tmp_path / "resumed", eval_steps=4)
     with crash_after_step(monkeypatch, 5), pytest.raises(RuntimeError, match="simulated crash"):
         crashed.train(features, dev)
-    checkpoint = crashed.folder.latest_checkpoint()
-    assert checkpoint.endswith("step-4")  # the last evaluation's checkpoint; step 5 is lost
+    checkpoint = recorder(crashed).checkpoints[-1]
+    assert checkpoint["state"]["global_step"] == 4  # the last evaluation's checkpoint; step 5 is lost
+    assert crashed.checkpoint == "step-4"  # where the callback said it went
 
     resumed = trainer(tmp_path / "resumed", eval_steps=4)
-    state = resumed.train(features, dev, resume_from=checkpoint)
+    recorder(resumed).best = list(recorder(crashed).best)  # what best/ held
+    state = resumed.train(features, dev, resume=checkpoint)
     assert state.global_step == 8 and state.finished
     for name, value in straight.model.state_dict().items():
         np.testing.assert_allclose(resumed.model.state_dict()[name].numpy(), value.numpy(), rtol=1e-6)

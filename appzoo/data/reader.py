@@ -26,6 +26,8 @@ class DatasetReader:
     default_metric = "macro_f1"
     #: reader keys that change what a model outputs: a model trained with one value is not loaded with another
     MODEL_KEYS = ()
+    #: True when the batch mates are part of the loss (in-batch negatives): batches are then not length-sorted
+    batch_composition_matters = False
 
     @check_args("dataset_reader")
     def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "
@@ -147,6 +149,11 @@ class DatasetReader:
         ``no_duplicates``; None where batch mates are not the negatives. The
         plan calls it with ``[]``, as :meth:`sampling_classes`."""
         return None
+
+    def audit(self, splits, features, batch_size):
+        """Task findings for ``--do audit`` (:mod:`appzoo.audit`): a JSON-able
+        dict, with its ``"warnings"`` (a list of lines) if any."""
+        return {}
 
     # ---- planning: checks that need the config alone, or one split -------
     def check_plan(self, data):

@@ -8,13 +8,15 @@ from typing import Annotated
 import paddle
 
 from appzoo.config import Key, check_args
-from appzoo.models import Dropout, LossSection, check_classification_loss, classification_loss, encode
+from appzoo.models import (
+    Dropout, LossSection, TaskModel, check_classification_loss, classification_loss, encode,
+)
 from appzoo.registry import MODELS
 from tasks.sequence_labeling.crf import LinearChainCrf
 from tasks.sequence_labeling.schemes import transition_masks
 
 
-class _Tagger(paddle.nn.Layer):
+class _Tagger(TaskModel):
     READERS = ("sequence_labeling",)
     MODEL_ARGS = ("encoder", "num_labels", "class_counts", "tag_names", "scheme")
     LOSS_FAMILY = "classification"

@@ -10,7 +10,8 @@ from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
 from appzoo.losses.grad_cache import grad_cache
 from appzoo.models import (
-    Dropout, LossSection, Pooling, PooledClassifier, check_classification_loss, classification_loss, encode, pool,
+    Dropout, LossSection, Pooling, PooledClassifier, TaskModel, check_classification_loss, classification_loss,
+    encode, pool,
 )
 from appzoo.registry import MODELS
 
@@ -31,7 +32,7 @@ class ErnieMatchingFcPointwise(PooledClassifier):
                          pooling=pooling)
 
 
-class _Siamese(paddle.nn.Layer):
+class _Siamese(TaskModel):
     """One encoder shared by both texts; ``embed`` pools a text's tokens."""
 
     def __init__(self, encoder, pooling):
