@@ -12,6 +12,8 @@ file skips them (``pip install onnxruntime`` runs them).
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -29,6 +31,7 @@ EXAMPLES = {
     "matching_pointwise": "examples/mtch_ernie_fc_pointwise_ch.json",
     "matching_siamese": "examples/mtch_ernie_siamese_infonce.json",
 }
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_ORT = importlib.util.find_spec("onnxruntime") is not None
 ENGINES = ["dygraph", "paddle_inference",
            pytest.param("onnxruntime", marks=pytest.mark.skipif(
@@ -81,6 +84,37 @@ def test_predictor_matches_do_predict(runs, task, engine):
     expected = read_jsonl(os.path.join(runs[task], "predictions.jsonl"))
     predictor = Predictor(os.path.join(runs[task], "best"), engine=engine, batch_size=16)
     assert_same_predictions(predictor.predict(raw_inputs(expected)), expected)
+
+
+FRESH_PROCESS = """
+import json, os, sys
+from appzoo import Predictor
+
+best, inputs = sys.argv[1], json.load(open(sys.argv[2], encoding="utf-8"))
+registered_before = "tasks" in sys.modules
+rows = Predictor(best).predict(inputs)
+print(json.dumps({"rows": rows, "tasks_imported_before_use": registered_before,
+                  "tasks_imported": "tasks" in sys.modules, "omp": os.environ.get("OMP_NUM_THREADS")}))
+"""
+
+
+def test_a_fresh_python_elsewhere_predicts_without_importing_tasks_and_quietly(runs, tmp_path):
+    """What a user's script does: the repository on PYTHONPATH only, run from another folder, no
+    ``import tasks``. The registries load the task readers and models on first use; paddle's
+    import-time warnings (ccache, OMP_NUM_THREADS > 1) stay unprinted, and the process's
+    OMP_NUM_THREADS stays the user's."""
+    expected = read_jsonl(os.path.join(runs["classification"], "predictions.jsonl"))
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps(raw_inputs(expected)), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "2"}  # > 1: what paddle warns about at import
+    child = subprocess.run([sys.executable, "-c", FRESH_PROCESS, os.path.join(runs["classification"], "best"),
+                            str(inputs)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    assert child.stderr == ""
+    result = json.loads(child.stdout)
+    assert not result["tasks_imported_before_use"] and result["tasks_imported"]
+    assert result["omp"] == "2"
+    assert_same_predictions(result["rows"], expected)
 
 
 @pytest.mark.parametrize("engine", ENGINES[1:])
@@ -147,3 +181,28 @@ def test_bad_inputs_and_engines_are_one_line_errors(runs, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
     with pytest.raises(ConfigError, match=r"^trainer\.inference_engine: .* not installed \(pip install onnxruntime;"):
         TrainerConfig(inference_engine="onnxruntime")
+
+
+def test_a_corrupt_exported_graph_is_one_line_naming_the_file_and_the_fix(runs, tmp_path, capsys):
+    """inference/model.pdiparams damaged after the export (newer than best/, so it is not re-exported)."""
+    import shutil
+
+    from appzoo.errors import UserError
+
+    out = str(tmp_path / "run")
+    shutil.copytree(runs["classification"], out, symlinks=True)
+    assert run_trainer.main(["--param_path", EXAMPLES["classification"], "--set", f"trainer.output_dir={out}",
+                             *FAST, "--do", "export"]) == 0
+    params = os.path.join(out, "inference", "model.pdiparams")
+    with open(params, "r+b") as f:
+        f.truncate(os.path.getsize(params) // 3)
+    with pytest.raises(UserError, match=r"model\.pdiparams: Paddle Inference cannot load the exported graph .*"
+                                        r"export it again with --do export$"):
+        Predictor(os.path.join(out, "best"), engine="paddle_inference")
+    capsys.readouterr()
+    before = open(os.path.join(out, "predictions.jsonl"), encoding="utf-8").read()
+    assert run_trainer.main(["--param_path", EXAMPLES["classification"], "--set", f"trainer.output_dir={out}",
+                             *FAST, "--do", "predict", "--set", "trainer.inference_engine=paddle_inference"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and params in err[0] and "--do export" in err[0]
+    assert open(os.path.join(out, "predictions.jsonl"), encoding="utf-8").read() == before

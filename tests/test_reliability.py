@@ -246,6 +246,21 @@ def test_resume_refuses_changed_settings(param_file, straight, tmp_path, capsys,
     assert tree_digest(out) == before
 
 
+def test_a_killed_and_resumed_run_counts_its_whole_time(param_file, tmp_path):
+    """elapsed_s in the log and wall_time_s in metrics.json go on from the checkpoint, not from 0."""
+    out = str(tmp_path / "out")
+    assert in_child(param_file, out, fault="checkpoint.files:3") == -signal.SIGKILL  # step-4 is the last kept
+    saved = files.read_json(os.path.join(out, "checkpoints", "step-4", archive.STATE_FILE))
+    assert saved["wall_time_s"] > 0
+    assert in_child(param_file, out, "--set", "trainer.resume=true") == 0
+    rows = [json.loads(line) for line in open(os.path.join(out, "train_log.jsonl"), encoding="utf-8")]
+    elapsed = [r["elapsed_s"] for r in rows if "elapsed_s" in r]
+    assert [r["step"] for r in rows if "elapsed_s" in r] == [1, 2, 3, 4, 5, 6]
+    assert elapsed == sorted(elapsed) and elapsed[4] > saved["wall_time_s"]
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        assert json.load(f)["wall_time_s"] >= elapsed[-1] > saved["wall_time_s"]
+
+
 def test_resume_accepts_a_restated_default(param_file, straight, tmp_path, capsys):
     """config.json is the resolved tree: a param file that writes defaults out
     (the model's pooling, the trainer's weight decay, the loss's reduction)

@@ -49,7 +49,7 @@ class ClassificationReader(DatasetReader):
                                                  "per_label_thresholds does not tune", gt=0, lt=1)] = 0.5,
                  per_label_thresholds: Annotated[bool, Key(
                      "multi_label: at each dev evaluation, tune each label's threshold for its best dev F1 "
-                     "(saved in best/reader_state.json, used by eval, predict and appzoo.Predictor); false: "
+                     "(saved with the model in best/, used by eval, predict and appzoo.Predictor); false: "
                      "threshold for every label")] = True,
                  min_positives_to_tune: Annotated[int, Key(
                      "per_label_thresholds: a label with fewer dev positives than this keeps threshold",
