@@ -204,13 +204,3 @@ def check_fits(folder, model_type, reader_type, reader_class, reader_kwargs):
                               f"{folder!r} was trained with {json.dumps(was)}; a model is loaded with the value "
                               f"it was trained with")
 
-
-def is_complete(folder):
-    """True when ``folder`` is a ``best/`` whose save finished (its marker is there)."""
-    return os.path.exists(os.path.join(folder, MARKER))
-
-
-def has_labels(folder):
-    """True when ``folder`` looks like a ``best/`` (it has the labels file)."""
-    return os.path.isfile(os.path.join(folder, LABELS_FILE))
-
