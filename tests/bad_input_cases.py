@@ -754,6 +754,17 @@ simple("init-from-missing-folder", "runtime", (r"trainer\.init_from", r"no_such_
 
 
 
+@case("predict-on-a-corrupt-exported-graph", "runtime", r"inference/model\.pdiparams", r"--do export", stage=RUN)
+def _(ws):
+    import run_trainer
+
+    out = ws.prior_run()
+    if run_trainer.main(argv(ws.params(CLS), f"trainer.output_dir={out}", do="export")) != 0:
+        raise RuntimeError("the export that the case damages failed")
+    truncate("model.pdiparams")(os.path.join(out, "inference"))  # damaged after it was written: it looks current
+    return argv(ws.params(CLS), f"trainer.output_dir={out}", "trainer.inference_engine=paddle_inference",
+                do="predict")
+
 
 def resume_case(id, change, *facts):
     """Resume the finished run from its own saved config.json with one thing changed
