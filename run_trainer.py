@@ -13,6 +13,7 @@ import sys
 
 from appzoo.env import configure_cpu, import_paddle_quietly
 from appzoo.errors import ConfigError, UserError
+from appzoo.registry import load_components
 
 
 def parse_args(argv):
@@ -62,9 +63,7 @@ def _import_libraries():
         previous = None
     try:
         import_paddle_quietly()
-        import appzoo.losses  # noqa: F401  (registers the losses)
-        import appzoo.metrics  # noqa: F401
-        import tasks  # noqa: F401  (registers the task readers and models)
+        load_components()
     except Exception:
         if pressed:
             raise KeyboardInterrupt from None

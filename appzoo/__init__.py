@@ -8,8 +8,12 @@ __all__ = ["Predictor"]
 
 
 def __getattr__(name):
-    # Lazy: ``from appzoo import Predictor`` stays cheap; paddle loads when one is built.
+    # Lazy: ``import appzoo`` stays cheap; ``from appzoo import Predictor`` loads paddle, without its
+    # import-time warnings and without touching the process's settings (appzoo.env).
     if name == "Predictor":
+        from appzoo.env import import_paddle_quietly
+
+        import_paddle_quietly()
         from appzoo.predictor import Predictor
 
         return Predictor

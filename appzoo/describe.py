@@ -19,11 +19,6 @@ REGENERATE = "python -m appzoo.describe > docs/params.md"
 TARGETS = ("trainer", "dataset_reader", "encoder", "model.NAME", "reader.NAME", "loss.NAME")
 
 
-def _register():
-    import appzoo.losses  # noqa: F401  (registers the losses)
-    import tasks  # noqa: F401  (registers the task readers and models)
-
-
 def components(target):
     """``[(title, section key path, target, supplied)]`` for ``target``:
     ``trainer``, ``dataset_reader`` (the keys every reader shares),
@@ -34,7 +29,6 @@ def components(target):
     from appzoo.plan import DatasetConfig
     from appzoo.trainer_config import TrainerConfig
 
-    _register()
     kind, _, name = target.partition(".")
     if target == "trainer":
         return [("trainer", "trainer", TrainerConfig, ())]
@@ -116,7 +110,6 @@ def examples_table(folder="examples"):
 
 def markdown():
     """The text of docs/params.md."""
-    _register()
     out = ["# Parameters", "",
            f"Generated from the annotations in the code by `{REGENERATE}`; do not edit by hand",
            "(a test fails when this file is out of date). `python run_trainer.py --describe TARGET`",

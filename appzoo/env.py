@@ -1,4 +1,4 @@
-"""CPU defaults that must be in place before paddle is imported.
+"""How paddle is loaded: CPU defaults that must be in place first, and a quiet import.
 
 Paddle uses one thread by default, and its bundled MKL takes a slow code path
 on AMD processors unless ``MKL_DEBUG_CPU_TYPE=5`` is set before the library
@@ -41,23 +41,31 @@ def configure_cpu(num_threads=None):
     }
 
 
-# Lines paddle and its dependencies print at import that say nothing to a user
-# of this toolkit: the OMP warning is about the very setting made above.
+# What paddle and paddlenlp print at import that says nothing to a user of this
+# toolkit: the OMP lines are about the very setting configure_cpu makes (or the
+# user's own), the warnings about building C++ extensions and setuptools.
 _IMPORT_NOISE = ("WARNING: OMP_NUM_THREADS set to", "PLEASE USE OMP_NUM_THREADS WISELY")
+_IMPORT_WARNINGS = ("No ccache found", "Setuptools is replacing distutils")
 
 
 def import_paddle_quietly():
-    """Import paddle (and the library warnings it triggers) without the noise
-    above; anything else it prints still reaches stderr."""
+    """Import paddle and paddlenlp without the noise above; anything else they
+    print still reaches stderr. Safe for a library: the warning filters are
+    restored afterwards, and no setting of the process changes."""
+    if "paddlenlp" in sys.modules:
+        return
     import contextlib
     import io
     import warnings
 
-    warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
-    warnings.filterwarnings("ignore", message="No ccache found")
     captured = io.StringIO()
-    with contextlib.redirect_stderr(captured):
+    with warnings.catch_warnings(), contextlib.redirect_stderr(captured):
+        for message in _IMPORT_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
         import paddle  # noqa: F401
+        import paddlenlp  # noqa: F401
+    # Only after a complete import: one cut short (Ctrl-C) says so with its exception, and
+    # paddle's own note about it ("Can not import paddle core ...") would be a second line.
     for line in captured.getvalue().splitlines():
         if line.strip() and not line.startswith(_IMPORT_NOISE):
             print(line, file=sys.stderr)

@@ -10,14 +10,38 @@ import appzoo.env  # noqa: E402
 
 appzoo.env.configure_cpu()  # as run_trainer.py does, before paddle is imported
 appzoo.env.import_paddle_quietly()
-import appzoo.losses  # noqa: E402,F401
-import appzoo.metrics  # noqa: E402,F401
-import tasks  # noqa: E402,F401
+
+
+# ---- the suite leaves nothing in the temp directory
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temp_dir_left_clean(tmp_path_factory):
+    """Give the suite's processes a temp directory of their own (TMPDIR, inherited by subprocesses
+    and forked children); fail when anything of appzoo's is left in it at the end, then remove it.
+    Tests that kill a run on purpose point its temp directory into their own ``tmp_path``."""
+    tmp_path_factory.getbasetemp()  # pytest's own folders stay in the system temp directory
+    private = tempfile.mkdtemp(prefix="appzoo-tests-")
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = private
+    yield
+    if saved[0] is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = saved[0]
+    tempfile.tempdir = saved[1]
+    left = sorted(name for name in os.listdir(private) if name.startswith("appzoo-"))
+    shutil.rmtree(private, ignore_errors=True)
+    assert left == [], f"the suite left {left} in the temp directory"
 
 
 # ---- helpers shared by the test files (import them: ``from conftest import read_jsonl``)
-import contextlib  # noqa: E402
-import json  # noqa: E402
 
 
 def write(tmp_path, name, text, encoding="utf-8"):

@@ -155,6 +155,7 @@ def test_loss_layer_takes_the_key_and_computes_the_plain_loss():
     np.testing.assert_allclose(float(loss(q, p)), float(build_loss({"name": "infonce"})(q, p)), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_cli_two_steps_with_cache_train_like_the_plain_loss(tmp_path):
     """Through the trainer: 2 steps cached and plain give the same logged
     losses, so the same first update."""

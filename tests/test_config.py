@@ -11,7 +11,7 @@ import run_trainer
 from appzoo.config import apply_overrides, check_kwargs, load_param_file, parse_value
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
-from appzoo.registry import LOSSES, MODELS, Registry
+from appzoo.registry import LOSSES, METRICS, MODELS, READERS, Registry
 from appzoo.plan import validate
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
@@ -217,17 +217,78 @@ def test_registry_rejects_duplicates_and_explains_unknown_names():
         registry.get("focall", "model.loss.name")
 
 
-def test_every_kind_is_populated():
-    assert "ErnieFcClassification" in MODELS
-    assert {"ce", "focal"} <= set(LOSSES.names())
+@pytest.fixture
+def widgets(tmp_path, monkeypatch):
+    """``(registry, write_module, set_built_in, plugins)``: a registry of widgets that the modules
+    written by ``write_module(name, text)`` register into, loaded as if by appzoo.registry's first
+    lookup: the modules of ``set_built_in(*names)``, then those named in ``plugins`` (the entry
+    points). The real registries and their loaded state are left as they were."""
+    import importlib.metadata
+    import types
+
+    from appzoo import registry
+
+    widgets = Registry("widget")
+    monkeypatch.setitem(sys.modules, "widget_registry", types.SimpleNamespace(WIDGETS=widgets))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_loaded", False)
+    plugins = []
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [
+        importlib.metadata.EntryPoint(name, name, group) for name in plugins] if group == registry.PLUGIN_GROUP else [])
+
+    def write_module(name, text):
+        (tmp_path / f"{name}.py").write_text("from widget_registry import WIDGETS\n" + text, encoding="utf-8")
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        importlib.invalidate_caches()
+
+    def set_built_in(*names):
+        monkeypatch.setattr(registry, "BUILT_IN", names)
+
+    return widgets, write_module, set_built_in, plugins
+
+
+def test_registering_modules_load_on_the_first_lookup(widgets):
+    registry, write_module, set_built_in, plugins = widgets
+    write_module("built_in_widgets", 'WIDGETS.register("a")(object)\n'
+                                     'SEEN = WIDGETS.names()  # a lookup while loading sees what has registered\n')
+    write_module("plugin_widgets", 'WIDGETS.register("b")(object)\n')
+    set_built_in("built_in_widgets")
+    plugins.append("plugin_widgets")
+    assert "built_in_widgets" not in sys.modules
+    assert "b" in registry  # the first lookup loads the built-in modules, then the plugins
+    assert registry.names() == ["a", "b"] and list(registry) == ["a", "b"]
+    assert sys.modules["built_in_widgets"].SEEN == ["a"]
+    write_module("late_plugin", 'WIDGETS.register("c")(object)\n')
+    plugins.append("late_plugin")
+    assert registry.names() == ["a", "b"]  # loaded once per process
+
+
+def test_a_registering_module_that_fails_to_import_is_an_error_not_a_missing_name(widgets):
+    registry, write_module, set_built_in, plugins = widgets
+    write_module("broken_widgets", 'import no_such_module_anywhere\nWIDGETS.register("a")(object)\n')
+    set_built_in("broken_widgets")
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_anywhere"):
+        registry.get("a", "model.type")
+    write_module("broken_widgets", 'WIDGETS.register("a")(object)\n')  # fixed: the next lookup loads it
+    assert registry.get("a", "model.type") is object
+
+
+def test_a_plugin_that_registers_a_built_in_name_is_refused(widgets):
+    registry, write_module, set_built_in, plugins = widgets
+    write_module("built_in_widgets", 'WIDGETS.register("focal")(object)\n')
+    write_module("plugin_widgets", 'WIDGETS.register("focal")(int)\n')
+    set_built_in("built_in_widgets")
+    plugins.append("plugin_widgets")
+    with pytest.raises(ValueError, match=r"widget 'focal' is already registered \(by builtins\.object\)"):
+        registry.names()
 
 
 def test_list_prints_every_kind(capsys):
     assert run_trainer.main(["--list"]) == 0
-    out = capsys.readouterr().out
-    for kind in ("models:", "readers:", "losses:", "metrics:"):
-        assert kind in out
-    assert "ErnieFcClassification" in out and "text_classification" in out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"{title}: {', '.join(registry.names())}" for title, registry in
+                     (("models", MODELS), ("readers", READERS), ("losses", LOSSES), ("metrics", METRICS))]
+    assert all(registry.names() for registry in (MODELS, READERS, LOSSES, METRICS))
 
 
 # ---- the CLI: exit code 2, one line, nothing written ----------------------------------
@@ -247,6 +308,7 @@ def test_cli_unknown_mode(capsys):
     assert "--do 'train,evaluate': unknown mode 'evaluate' (accepted: train, eval, predict, export, audit)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cpu_defaults_are_set_by_the_command_line_alone():
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")}
     library = "import appzoo.env, appzoo.config, os; print(os.environ.get('OMP_NUM_THREADS'))"

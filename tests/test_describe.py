@@ -90,6 +90,7 @@ def test_visualdl_missing_is_one_line_at_plan_time(tmp_path, monkeypatch, capsys
     assert not out.exists()  # planning writes nothing
 
 
+@pytest.mark.slow
 def test_visualdl_logs_loss_lr_and_dev_metrics(tmp_path):
     pytest.importorskip("visualdl")
     out = tmp_path / "out"

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # launches data-parallel runs
+
 ARGS = ["run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json", "--do", "train,eval,predict",
         "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.logging_steps=2",
         "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import cli, crash_after_step, read_jsonl
 
+pytestmark = pytest.mark.slow  # every test trains
+
 EXAMPLE = "examples/cls_ernie_fc_with_focal.json"
 FAST = ["--set", "trainer.max_steps=6", "--set", "trainer.eval_steps=3", "--set", "trainer.logging_steps=2",
         "--set", "trainer.batch_size=16", "--set", "trainer.progress_bar=false"]

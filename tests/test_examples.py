@@ -18,6 +18,7 @@ def test_there_are_examples():
     assert "examples/cls_ernie_fc_ch.json" in EXAMPLES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_example_validates_and_runs_two_steps(path, tmp_path):
     config = load_param_file(path)

@@ -98,6 +98,7 @@ def test_saved_and_loaded_thresholds_give_the_same_predictions():
     np.testing.assert_array_equal(decoded(fresh, probs), probs >= 0.5)
 
 
+@pytest.mark.slow
 def test_cli_saves_per_label_thresholds_and_predict_uses_them(tmp_path):
     out = tmp_path / "run"
     assert cli("examples/cls_ernie_fc_multilabel.json", str(out), "--set", "trainer.max_steps=2",

@@ -22,6 +22,8 @@ import run_trainer
 from appzoo import Predictor
 from appzoo.errors import ConfigError, DataError
 
+pytestmark = pytest.mark.slow  # every test predicts with a trained run of each task
+
 FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.batch_size=8", "--set", "trainer.progress_bar=false",
         "--set", "trainer.plots=false"]
 EXAMPLES = {

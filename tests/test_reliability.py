@@ -22,6 +22,8 @@ import run_trainer
 from appzoo import archive, bundle, files
 from appzoo.trainer import Trainer
 
+pytestmark = pytest.mark.slow  # kills, interrupts and resumes trained runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

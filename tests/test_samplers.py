@@ -204,6 +204,7 @@ FAST = ["--set", "trainer.batch_size=8", "--set", "trainer.progress_bar=false", 
         "--set", "dataset_reader.max_seq_len=32", "--set", "trainer.logging_steps=1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["balanced", "m_per_class"])
 def test_resume_with_a_class_sampler_matches_an_uninterrupted_run(tmp_path, monkeypatch, sampler):
     args = [*FAST, "--set", f"trainer.sampler={sampler}", "--set", "trainer.sampler_m=2",
@@ -230,6 +231,7 @@ def test_resume_with_a_class_sampler_matches_an_uninterrupted_run(tmp_path, monk
     assert logs[1][4] == pytest.approx(logs[0][4], rel=1e-5)  # step 4 trained on the same batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", [None, "random"])
 def test_in_batch_negatives_default_to_full_duplicate_free_batches(tmp_path, monkeypatch, sampler):
     sizes, drops = [], []

@@ -5,7 +5,7 @@ import os
 import pytest
 
 import run_trainer
-from conftest import read_jsonl
+from conftest import read_json, read_jsonl
 
 FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
 
@@ -26,6 +26,7 @@ def _predict_tokens():
     return sentences + ([tokens] if tokens else [])
 
 
+@pytest.mark.slow
 def test_fc_example_train_eval_predict_export_and_reload(tmp_path):
     out = str(tmp_path / "fc")
     argv = ["--param_path", "examples/ner_ernie_fc_ch.json", "--set", f"trainer.output_dir={out}",
@@ -54,14 +55,29 @@ def test_fc_example_train_eval_predict_export_and_reload(tmp_path):
     assert [r["tags"] for r in _rows(out)] == [r["tags"] for r in rows]
 
 
-def test_crf_example_runs_and_decodes_valid_sequences(tmp_path):
+@pytest.mark.slow
+def test_crf_example_decodes_only_sequences_the_scheme_allows(tmp_path, monkeypatch):
+    """A 2-step model tags (nearly) everything O, which is valid anyway; so predict again with
+    emissions that favour I- tags everywhere, with which no BIO sentence may start. The
+    constrained Viterbi must turn each sentence into one valid entity, B- then I-s."""
+    import paddle
+
+    from tasks.sequence_labeling.model import ErnieCrfSeqLabel
     from tasks.sequence_labeling.schemes import invalid_position
 
     out = str(tmp_path / "crf")
     argv = ["--param_path", "examples/ner_ernie_crf_ch.json", "--set", f"trainer.output_dir={out}", *FAST]
     assert run_trainer.main(argv) == 0
-    rows = _rows(out)
-    assert all(invalid_position(r["tags"], "BIO") is None for r in rows if len(r["tokens"]) <= 62)
+    tags = read_json(os.path.join(out, "best", "labels.json"))
+    inside = paddle.to_tensor([20.0 if tag.startswith("I-") else 0.0 for tag in tags])
+    emissions = ErnieCrfSeqLabel.emissions
+    monkeypatch.setattr(ErnieCrfSeqLabel, "emissions", lambda self, *args: emissions(self, *args) + inside)
+    assert run_trainer.main([*argv, "--do", "predict"]) == 0
+    rows = [r for r in _rows(out) if 2 <= len(r["tokens"]) <= 62]  # longer ones are decoded in windows
+    assert len(rows) >= 10
+    for row in rows:
+        assert invalid_position(row["tags"], "BIO") is None, row["tags"]
+        assert [(e["start"], e["end"]) for e in row["entities"]] == [(0, len(row["tokens"]))], row["tags"]
 
 
 @pytest.mark.parametrize("name", ["ner_ernie_fc_ch", "ner_ernie_fc_with_dice", "ner_ernie_fc_with_focal",

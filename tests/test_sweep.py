@@ -17,6 +17,8 @@ from appzoo.errors import Interrupted
 sys.path.insert(0, "benchmarks")
 import results_book  # noqa: E402
 
+pytestmark = pytest.mark.slow  # most tests run a sweep
+
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 
 

@@ -311,11 +311,38 @@ def test_model_config_errors(encoder, name, kwargs, loss, message):
         MODELS.get(name, "m")(encoder, loss=loss, **kwargs)
 
 
-def test_models_name_their_readers():
-    for name, reader in (("ErnieMatchingFcPointwise", "text_matching"),
-                         ("ErnieMatchingSiamesePointwise", "text_matching_siamese"),
-                         ("ErnieMatchingSiamesePairwise", "text_matching_pairwise")):
-        assert MODELS.get(name, "m").READERS == (reader,)
-    # the pairwise model's forward parameters are the keys its reader's batches carry
-    params = list(inspect.signature(MODELS.get("ErnieMatchingSiamesePairwise", "m").forward).parameters)[1:]
-    assert params == ["query_input_ids", "title_input_ids", "positive_input_ids", "negative_input_ids"]
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """A tokenizer whose ids fit the tiny encoder's 30 embeddings: most sample characters are [UNK]."""
+    from paddlenlp.transformers import ErnieTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"信用卡额度怎么还款花呗开通"]
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return ErnieTokenizer(str(path))
+
+
+@pytest.mark.parametrize("name", ["ErnieMatchingFcPointwise", "ErnieMatchingSiamesePointwise",
+                                  "ErnieMatchingSiamesePairwise"])
+def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, name):
+    """``READERS`` promises that the named reader's batches, for training and for prediction, carry
+    every argument ``forward`` needs (the trainer hands it those it takes): a loss when training,
+    outputs ``decode`` reads when predicting."""
+    model_class = MODELS.get(name, "m")
+    reader = READERS.get(model_class.READERS[0], "dataset_reader.type")()
+    train = reader.read("data/match/train.tsv", "train")
+    labels = reader.build_labels(train)
+    model = model_class(encoder, **reader.model_args(labels, train))
+    forward = inspect.signature(model.forward).parameters
+    needed = {k for k, p in forward.items() if p.default is p.empty}
+    for split, examples in (("train", train[:4]), ("predict", reader.read("data/match/predict.tsv", "predict")[:4])):
+        features = reader.encode(examples, tokenizer, labels, max_seq_len=16, split=split)
+        batch = {k: paddle.to_tensor(v) for k, v in reader.collate(features, tokenizer.pad_token_id).items()}
+        assert needed <= set(batch), f"{split}: {reader.__class__.__name__} makes {sorted(batch)}"
+        out = model(**{k: v for k, v in batch.items() if k in forward})
+        if split == "train":
+            check_loss(out["loss"], model)
+        else:
+            assert "loss" not in out
+            decoded = model.decode(out, batch)
+            assert all(len(v) == len(examples) for v in decoded.values())

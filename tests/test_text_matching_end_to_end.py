@@ -6,6 +6,8 @@ import pytest
 
 from conftest import cli, read_json, read_jsonl
 
+pytestmark = pytest.mark.slow  # every test trains
+
 FAST = ["--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.batch_size=16",
         "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
 PAIRWISE = "examples/mtch_ernie_pairwise_simnet_with_circle_loss.json"

@@ -1,0 +1,44 @@
+"""pyproject.toml: `pip install -e .` installs what the repository runs.
+
+The installed `appzoo` command is run_trainer's main, the packages are every
+folder of appzoo/ and tasks/, and the dependencies are requirements.txt's
+(which CI installs). The fresh-process Predictor test is in test_predictor.py.
+"""
+import importlib
+import os
+import tomllib
+
+import setuptools
+
+import run_trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pyproject():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def test_the_appzoo_command_is_the_main_of_run_trainer():
+    config = pyproject()
+    module, _, function = config["project"]["scripts"]["appzoo"].partition(":")
+    assert getattr(importlib.import_module(module), function) is run_trainer.main
+    assert module in config["tool"]["setuptools"]["py-modules"]
+
+
+def test_every_folder_of_code_is_an_installed_package():
+    include = pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+    found = set(setuptools.find_packages(ROOT, include=include))
+    code = {os.path.relpath(base, ROOT).replace(os.sep, ".")
+            for top in ("appzoo", "tasks")
+            for base, dirs, files in os.walk(os.path.join(ROOT, top))
+            if "__pycache__" not in base and any(name.endswith(".py") for name in files)}
+    assert found == code  # a folder without __init__.py would be left out of an install
+
+
+def test_the_dependencies_are_those_of_requirements_txt():
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as f:
+        required = [line.split("#")[0].strip() for line in f]
+    project = pyproject()["project"]
+    assert project["dependencies"] + project["optional-dependencies"]["test"] == [r for r in required if r]
