@@ -122,10 +122,6 @@ def main():
     import_paddle_quietly()
     import paddle
 
-    import appzoo.losses  # noqa: F401
-    import appzoo.metrics  # noqa: F401
-    import tasks  # noqa: F401
-
     paddle.set_device("cpu")
     paddle.base.core.set_num_threads(args.threads)  # dygraph; the graph engines get num_threads
     results = []

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,9 +46,6 @@ import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 
-import appzoo.losses  # noqa: E402,F401
-import appzoo.metrics  # noqa: E402,F401
-import tasks  # noqa: E402,F401
 from appzoo import progress  # noqa: E402
 from appzoo.config import load_param_file  # noqa: E402
 from appzoo.data.sampler import feature_length, train_batches  # noqa: E402
@@ -230,6 +228,8 @@ def main(argv=None):
                     continue
                 rows[kind][loop] = round(batch_size * len(times) / sum(times), 2)
                 print(f"{name} {kind:8s} {loop:14s} {rows[kind][loop]:7.2f} samples/s", flush=True)
+        prepared.cleanup()  # the from-scratch vocabulary's temporary folder
+        shutil.rmtree(plan.trainer.output_dir, ignore_errors=True)  # made by load(), never written to
         results["sets"][name] = rows
     _report(results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
