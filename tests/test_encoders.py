@@ -64,9 +64,9 @@ def test_local_pytorch_folder_is_converted_in_a_cache_copy(tmp_path, monkeypatch
     from paddlenlp.transformers import BertModel
     from safetensors.numpy import save_file
 
-    import appzoo.encoders as encoders
+    import appzoo.encoders.pretrained as pretrained
 
-    monkeypatch.setattr(encoders, "CONVERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pretrained, "CONVERT_CACHE", str(tmp_path / "cache"))
     model, config, vocab = _tiny_bert(tmp_path)
     paddle_state = {k: v.numpy() for k, v in model.state_dict().items()}
     torch_state = {}

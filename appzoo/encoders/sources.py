@@ -1,0 +1,77 @@
+"""Where a run's encoder comes from: build it from its spec, or check while
+planning (before anything is written) that it can be built or loaded and
+takes ``max_seq_len`` tokens."""
+import os
+
+from appzoo.encoders.checks import check_encoder_folder, check_state_file, paddle_weights_name, read_json_object
+from appzoo.encoders.pretrained import PRETRAINED, load_pretrained, local_folder
+from appzoo.encoders.saved import check_saved_encoder
+from appzoo.encoders.scratch import build_scratch_encoder, ernie_defaults, read_scratch_config
+from appzoo.errors import ConfigError, UserError
+
+
+def build_encoder(spec, texts, work_dir):
+    """Build ``(encoder, tokenizer)`` from a spec; ``texts`` is a callable
+    returning the training texts (only called for a from-scratch encoder)."""
+    if spec.config is not None:
+        return build_scratch_encoder(spec, texts(), work_dir)
+    return load_pretrained(spec.pretrained)
+
+
+# RoBERTa-style embeddings number positions from pad_token_id + 1 (see
+# paddlenlp's create_position_ids_from_input_ids); BERT and ERNIE from 0.
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm_roberta", "camembert")
+
+
+def _positions(config):
+    """How many tokens a model with this config.json can take, or None."""
+    total = config.get("max_position_embeddings")
+    if not isinstance(total, int) or isinstance(total, bool):
+        return None
+    if str(config.get("model_type", "")).lower() in OFFSET_POSITIONS:
+        pad = config.get("pad_token_id", 1)
+        return total - (pad if isinstance(pad, int) else 1) - 1
+    return total
+
+
+def max_positions(spec):
+    """The longest input (in tokens) the encoder of ``spec`` takes, or None when
+    unknown offline (a hub name)."""
+    if spec.config is not None:
+        settings = read_scratch_config(spec.config)
+        return settings.get("max_position_embeddings", ernie_defaults()["max_position_embeddings"])
+    folder = local_folder(spec.pretrained)
+    if folder is None:
+        return None
+    return _positions(read_json_object(os.path.join(folder, "config.json"), PRETRAINED + ": ", ConfigError)[1])
+
+
+def saved_max_positions(folder):
+    """As :func:`max_positions`, for a saved run's ``encoder/`` folder."""
+    return _positions(read_json_object(os.path.join(folder, "config.json"), "", UserError)[1])
+
+
+def check_model_sources(spec, init_from, max_seq_len, key_path="dataset_reader.max_seq_len"):
+    """Plan-time checks of where the model comes from, before anything is written.
+
+    ``spec``: the encoder to build (None when it is loaded from ``init_from``);
+    ``init_from``: a saved ``best/`` folder whose weights are loaded, or None.
+    Checks the local encoder folder or the saved ``encoder/`` folder (files
+    present, not visibly corrupt), the saved weights file, and that
+    ``max_seq_len`` fits the encoder's position embeddings.
+    """
+    if spec is not None:
+        folder = local_folder(spec.pretrained) if spec.pretrained is not None else None
+        if folder is not None:
+            check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)
+        limit, source = max_positions(spec), spec.config or (folder and os.path.join(folder, "config.json"))
+    else:
+        saved = os.path.join(init_from, "encoder")
+        check_saved_encoder(saved)
+        limit, source = saved_max_positions(saved), os.path.join(saved, "config.json")
+    if init_from is not None:
+        # a best/ folder keeps the model's weights under PaddleNLP's weights file name
+        check_state_file(os.path.join(init_from, paddle_weights_name()))
+    if limit is not None and max_seq_len > limit:
+        raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "
+                          f"{limit} ({source}); set it to {limit} or less")

@@ -1,0 +1,49 @@
+"""The ``model.encoder`` section: its keys, and their validation before anything is built."""
+import os
+from typing import Annotated, Optional
+
+from appzoo.config import Key, check_args, check_kwargs
+from appzoo.encoders.scratch import SPECIAL_TOKENS, read_scratch_config
+from appzoo.errors import ConfigError
+
+
+class EncoderSpec:
+    """The validated ``model.encoder`` section (a string is read as ``pretrained``,
+    or as ``config`` when it ends in .json)."""
+
+    @check_args("model.encoder")
+    def __init__(self, pretrained: Annotated[Optional[str], Key(
+                     "a PaddleNLP model name (ernie-3.0-medium-zh) or a local folder with config, "
+                     "vocabulary and weights (PaddleNLP or Hugging Face); give this or config")] = None,
+                 config: Annotated[Optional[str], Key(
+                     "an ERNIE config file for an encoder trained from scratch, with a vocabulary built from "
+                     "the training data (configs/); give this or pretrained")] = None,
+                 min_freq: Annotated[int, Key("from scratch: a token enters the vocabulary when seen this "
+                                              "often", ge=1)] = 1,
+                 max_vocab_size: Annotated[int, Key("from scratch: at most this many vocabulary entries, the "
+                                                    "special tokens included", gt=len(SPECIAL_TOKENS))] = 30000,
+                 lowercase: Annotated[bool, Key("from scratch: lowercase the text before splitting it")] = True):
+        self.pretrained = pretrained
+        self.config = config
+        self.min_freq = min_freq
+        self.max_vocab_size = max_vocab_size
+        self.lowercase = lowercase
+
+
+def parse_encoder_spec(value, key_path="model.encoder"):
+    """Validate ``model.encoder`` (string or object) into an :class:`EncoderSpec`;
+    a from-scratch config file is read and checked here too."""
+    if isinstance(value, str):
+        value = {"config": value} if value.endswith(".json") else {"pretrained": value}
+    check_kwargs(EncoderSpec, value, key_path, label="encoder")
+    spec = EncoderSpec(**value)
+    if (spec.pretrained is None) == (spec.config is None):
+        raise ConfigError(
+            f"{key_path}: give exactly one of 'pretrained' (a PaddleNLP name or a local folder) "
+            f"or 'config' (an ERNIE config file for a from-scratch encoder), got {value!r}"
+        )
+    if spec.config is not None and not os.path.isfile(spec.config):
+        raise ConfigError(f"{key_path}.config: no such file {spec.config!r} (see configs/ for the shipped ones)")
+    if spec.config is not None:
+        read_scratch_config(spec.config)
+    return spec
