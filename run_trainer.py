@@ -26,7 +26,7 @@ def parse_args(argv):
     parser.add_argument("--list", action="store_true", help="print the registered models, readers, losses and metrics")
     parser.add_argument("--sweep", action="append", default=[], metavar="KEY.PATH=V1,V2",
                         help="one axis of a sweep (repeatable: the grid of all axes); V1,V2 split on commas, or a "
-                             "JSON list; K1,K2=[[a1,a2],[b1,b2]] sets several keys together; runs go to <output_dir>/sweep/<setting>/seed-<seed>/ (see appzoo/sweep.py)")
+                             "JSON list; K1,K2=[[a1,a2],[b1,b2]] sets several keys together; runs go to <output_dir>/sweep/<setting>/seed-<seed>/ (see appzoo/sweep/)")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="run every sweep setting with trainer.seed + 0..N-1 (default 1)")
     parser.add_argument("--describe", metavar="TARGET",

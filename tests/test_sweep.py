@@ -1,4 +1,4 @@
-"""Sweeps (appzoo/sweep.py): the grid, the results with their statistics,
+"""Sweeps (appzoo/sweep/): the grid, the results with their statistics,
 resuming, the verdict rule and one-line errors before anything runs."""
 import json
 import os
@@ -86,7 +86,7 @@ def test_a_smaller_grid_does_not_replace_the_results_of_a_sweep(tiny_sweep, caps
                                            + r", which this grid leaves out, .* set trainer\.output_dir", err[0])
     assert {name: (tiny_sweep / name).read_bytes() for name in before} == before
     settings = [sweep.Setting(name, {}) for name in ("loss=name-ce", "loss=name-focal_gamma-1", "loss=name-dice")]
-    sweep._check_extends_results(str(tiny_sweep), settings, [42, 43, 44])  # an extension is fine
+    sweep.runs._check_extends_results(str(tiny_sweep), settings, [42, 43, 44])  # an extension is fine
 
 
 def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_one(tmp_path, monkeypatch):
@@ -235,7 +235,7 @@ def test_setting_names_are_readable_and_safe():
     assert sweep.setting_name({"model.loss.alpha": [0.25, 0.75]}) == "loss.alpha=0.25-0.75"
     assert sweep.setting_name({"model.loss.alpha": "a/b c"}) == "loss.alpha=a_b_c"
     long = sweep.setting_name({"model.loss.name": "x" * 200})
-    assert len(long) <= sweep.MAX_NAME
+    assert len(long) <= sweep.settings.MAX_NAME
     names = [s.name for s in sweep.grid([("model.loss.alpha", ["a/b", "a b"])])]
     assert names == ["loss.alpha=a_b", "loss.alpha=a_b-2"]
 

@@ -1,0 +1,204 @@
+"""The runs of a sweep: each planned before the first starts, then run, resumed,
+skipped or left to another worker; the results rewritten after every run."""
+import copy
+import dataclasses
+import json
+import os
+from typing import List, Optional
+
+from appzoo import files
+from appzoo.archive import FolderInUse, RunFolder
+from appzoo.errors import ConfigError, DivergedError, UserError
+from appzoo.progress import note, progress
+from appzoo.sweep.settings import Setting, grid, parse_axes, set_key
+from appzoo.sweep.plots import plot
+from appzoo.sweep.summary import DIVERGED_FILE, complete, markdown, summarise
+
+
+@dataclasses.dataclass
+class SweepRun:
+    setting: Setting
+    seed: int
+    folder: str
+    plan: object
+    state: str  # "done" (skipped), "resume", "redo" or "new"
+    config: dict  # the run's param tree before the sweep's per-state trainer keys
+
+
+@dataclasses.dataclass
+class Sweep:
+    root: str  # <output_dir>/sweep
+    settings: List[Setting]
+    runs: List[SweepRun]
+    seeds: List[int]
+    metric: str  # the dev metric the best model is chosen on
+    greater_is_better: bool
+    command: Optional[str] = None
+    param_path: str = "<param file>"
+
+
+# ------------------------------------------------------------------ planning
+def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
+    """Validate every run of the grid; returns a :class:`Sweep`. Writes nothing."""
+    from appzoo.plan import validate
+
+    if not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
+    if do is not None and "train" not in do:
+        raise ConfigError(f"--sweep: a sweep trains; --do {','.join(do)} has no 'train'")
+    settings = grid(parse_axes(specs))
+    probe = copy.deepcopy(config)  # the base settings: output_dir and seed as resolved
+    probe.setdefault("trainer", {}).update(resume=False, overwrite_output_dir=True)
+    base = validate(probe, param_path, do=do)
+    if "train" not in base.do:
+        raise ConfigError(f"--sweep: a sweep trains; trainer.do {base.do} has no 'train'")
+    root = os.path.join(base.trainer.output_dir, "sweep")
+    seed_list = [base.trainer.seed + i for i in range(seeds)]
+    _check_extends_results(root, settings, seed_list)
+    runs = []
+    for setting in settings:
+        for seed in seed_list:
+            folder = os.path.join(root, setting.name, f"seed-{seed}")
+            run_config = copy.deepcopy(config)
+            for key, value in setting.overrides.items():
+                set_key(run_config, key, value)
+            run_config.setdefault("trainer", {}).update(output_dir=folder, seed=seed)
+            state = run_state(folder, do if do is not None else base.do)
+            plan = _plan_run(run_config, state, param_path, do, setting.name)
+            runs.append(SweepRun(setting, seed, folder, plan, state, run_config))
+    return Sweep(root, settings, runs, seed_list, base.metric, base.greater, command, param_path)
+
+
+def _check_extends_results(root, settings, seeds):
+    """The results of the sweep already in ``root`` are rewritten only by a
+    grid that keeps all their settings and seeds (the same or an extension):
+    a smaller or another grid would replace the table of the first."""
+    path = os.path.join(root, "sweep.json")
+    if not os.path.exists(path):
+        return
+    old = files.read_json(path, "results of a sweep")
+    old_names = [row.get("setting") for row in old.get("settings", [])]
+    names = {s.name for s in settings}
+    lost = [name for name in old_names if name not in names]
+    old_seeds = old.get("seeds", [])
+    lost_seeds = sorted(set(old_seeds) - set(seeds))
+    if lost or lost_seeds:
+        what = f"setting {lost[0]!r}" if lost else f"seed {lost_seeds[0]}"
+        raise ConfigError(f"--sweep: {path} holds the results of a sweep with {what}, which this grid leaves "
+                          f"out, so its table would be replaced; keep every setting and seed of that sweep "
+                          f"(adding more is fine: {', '.join(old_names)}; seeds {', '.join(map(str, old_seeds))}), "
+                          f"or set trainer.output_dir to another folder")
+
+
+def _plan_run(run_config, state, param_path, do, name):
+    from appzoo.plan import validate
+
+    run_config = copy.deepcopy(run_config)
+    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in (*ENDED, "redo"))
+    try:
+        plan = validate(run_config, param_path, do=do)
+    except ConfigError as e:
+        raise ConfigError(f"sweep setting {name!r}: {e}") from None
+    _check_same_settings(plan.trainer.output_dir, plan)
+    return plan
+
+
+#: run states a sweep does not run again
+ENDED = ("done", "diverged")
+
+
+def run_state(folder, do):
+    """What a run folder holds: "done" (a complete metrics.json), "diverged"
+    (:data:`DIVERGED_FILE`), "resume" (a checkpoint), "redo" (a saved model but
+    none of these) or "new"."""
+    path = os.path.join(folder, "metrics.json")
+    if os.path.exists(path):
+        try:
+            metrics = files.read_json(path)
+        except UserError:
+            metrics = {}
+        if complete(metrics, do):
+            return "done"
+    if os.path.exists(os.path.join(folder, DIVERGED_FILE)):
+        return "diverged"
+    run = RunFolder(folder)
+    if run.latest_checkpoint():
+        return "resume"
+    return "redo" if run.has_run() else "new"
+
+
+def _check_same_settings(folder, plan):
+    """A run folder left by a sweep with other settings is not reused silently."""
+    from appzoo.resolve import changed_keys
+
+    path = os.path.join(folder, "config.json")
+    if not os.path.exists(path):
+        return
+    changed = changed_keys(files.read_json(path, "config of a sweep run"), plan.config, plan.defaults)
+    if changed:
+        key, old, new = changed[0]
+        raise ConfigError(f"sweep: {folder} was run with {key}={json.dumps(old)}, this sweep says "
+                          f"{json.dumps(new)}; give the sweep another trainer.output_dir")
+
+
+# ------------------------------------------------------------------- running
+def run_sweep(sweep):
+    """Run what is not done yet; returns the summary written to sweep.json.
+
+    Each run's state is read again just before it starts, and a run whose
+    folder another live process holds is left to it, so the same sweep command
+    started in two terminals shares the runs (two workers); the last one to
+    finish writes the complete results."""
+    from appzoo import runner
+
+    todo = [r for r in sweep.runs if r.state not in ENDED]
+    if len(todo) < len(sweep.runs):
+        diverged = sum(r.state == "diverged" for r in sweep.runs)
+        note(f"sweep: {len(sweep.runs) - len(todo)} of {len(sweep.runs)} runs already ended"
+             f"{f' ({diverged} diverged)' if diverged else ''}; skipped")
+    enabled = sweep.runs[0].plan.trainer.progress_bar
+    bar = progress(total=len(sweep.runs), initial=len(sweep.runs) - len(todo), desc="sweep", unit="run",
+                   disable=not enabled)
+    elsewhere = []
+    try:
+        for r in todo:
+            holder = RunFolder(r.folder).in_use()
+            if holder is None:
+                state = run_state(r.folder, r.plan.do)
+                if state in ENDED:
+                    note(f"sweep: {r.setting.name} seed {r.seed} was ended by another worker; skipped")
+                    bar.update(1)
+                    continue
+                if state != r.state:  # another worker started it and stopped: resume or redo its folder
+                    r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
+                note(f"sweep: {'resuming' if r.state == 'resume' else 'running'} {r.setting.name} seed {r.seed} "
+                     f"-> {r.folder}")
+                try:
+                    runner.run(r.plan)
+                except FolderInUse:  # taken between the check and the lock
+                    holder = "another run"
+                except DivergedError as error:
+                    files.write_json(os.path.join(r.folder, DIVERGED_FILE), {"seed": r.seed, "error": str(error)})
+                    note(f"sweep: {r.setting.name} seed {r.seed} diverged ({error}); recorded in its "
+                         f"{DIVERGED_FILE}, and the sweep goes on")
+                if holder is None:
+                    bar.update(1)
+                    write_results(sweep)
+                    continue
+            note(f"sweep: {r.setting.name} seed {r.seed} is held by {holder}; left to it")
+            elsewhere.append(r)
+    finally:
+        bar.close()
+    if elsewhere:
+        note(f"sweep: {len(elsewhere)} run(s) were left to another worker; the results are complete once it "
+             f"finishes (or run this command again)")
+    return write_results(sweep)
+
+
+def write_results(sweep):
+    summary = summarise(sweep)
+    os.makedirs(sweep.root, exist_ok=True)
+    files.write_json(os.path.join(sweep.root, "sweep.json"), summary)
+    files.write_text(os.path.join(sweep.root, "sweep.md"), markdown(summary))
+    plot(summary, os.path.join(sweep.root, "sweep.png"))
+    return summary
