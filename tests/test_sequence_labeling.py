@@ -10,7 +10,9 @@ from appzoo.errors import ConfigError, DataError
 from conftest import write
 from appzoo.metrics.sequence_labeling import entity_spans, sequence_labeling_metrics
 from tasks.sequence_labeling.crf import FORBIDDEN, LinearChainCrf
-from tasks.sequence_labeling.reader import SequenceLabelingReader, join_tokens, windows
+from tasks.sequence_labeling.formats import join_tokens
+from tasks.sequence_labeling.reader import SequenceLabelingReader
+from tasks.sequence_labeling.windows import windows
 from tasks.sequence_labeling.schemes import detect_scheme, invalid_position, transition_masks
 
 
@@ -127,6 +129,7 @@ def test_dev_from_train_is_a_deterministic_disjoint_split(tmp_path):
 @pytest.mark.parametrize("fmt, text, message", [
     ("conll", "a\tO\nb\n", r"a\.txt:2: no tag column 1"),
     ("conll", "a\tO\nb\t \n", r"a\.txt:2: empty tag"),
+    ("conll", "a\tO\n\tO\n", r"a\.txt:2: empty token in column 0: '\\tO'$"),  # no token before the tab
     ("line", "a b c\tO O\n", r"a\.txt:1: 3 tokens but 2 tags"),
     ("line", "a\tO\n\nb\tO\n", r"a\.txt:2: empty sentence"),
     ("line", "\tO\n", r"a\.txt:1: empty sentence"),
