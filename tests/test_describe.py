@@ -59,7 +59,7 @@ def test_describe_unknown_target(capsys, target, message):
 def test_objects_built_from_python_are_held_to_the_same_annotations():
     from appzoo.losses import FocalLoss, OHEMLoss
     from tasks.text_classification.model import ErnieFcClassification
-    from tasks.text_matching.reader import PairwiseMatchingReader
+    from tasks.text_matching.siamese import PairwiseMatchingReader
 
     with pytest.raises(ConfigError, match=r"^FocalLoss\.gamma: must be >= 0, got -1$"):
         FocalLoss(gamma=-1)

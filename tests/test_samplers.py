@@ -19,7 +19,8 @@ from conftest import cli, crash_after_step, read_jsonl
 from test_plan_checks import load
 from tasks.sequence_labeling.reader import SequenceLabelingReader
 from tasks.text_classification.reader import ClassificationReader
-from tasks.text_matching.reader import MatchingReader, PairwiseMatchingReader
+from tasks.text_matching.reader import MatchingReader
+from tasks.text_matching.siamese import PairwiseMatchingReader
 
 N = 103
 LENGTHS = [int(x) for x in np.random.RandomState(0).randint(1, 60, N)]

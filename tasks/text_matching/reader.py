@@ -1,13 +1,14 @@
-"""Readers for text matching: labelled pairs, and triples for pairwise training.
+"""The text matching reader of labelled pairs, on which the siamese and pairwise readers build.
 
-Three registered readers share one implementation and differ in how a pair
+Three registered readers share this implementation and differ in how a pair
 reaches the model:
 
-* ``text_matching``: one sequence ``[CLS] a [SEP] b [SEP]`` (cross-encoder);
-* ``text_matching_siamese``: the two texts encoded apart (shared encoder);
+* ``text_matching``: one sequence ``[CLS] a [SEP] b [SEP]`` (cross-encoder; here);
+* ``text_matching_siamese``: the two texts encoded apart (shared encoder;
+  :mod:`tasks.text_matching.siamese`);
 * ``text_matching_pairwise``: as siamese for dev/test/predict, but trains on
   ``(query, positive, negative)`` triples or on positive pairs whose batch
-  mates are the negatives.
+  mates are the negatives (:mod:`tasks.text_matching.siamese`).
 
 Every split but train is labelled pairs ``text_a, text_b, label`` (predict
 files may leave the label out). The labels are two configured strings; any
@@ -22,16 +23,14 @@ import numpy as np
 
 from appzoo.config import Key, check_args
 from appzoo.data.encoding import encode_texts
-from appzoo.data.reader import DatasetReader, label_counts, label_number
+from appzoo.data.reader import DatasetReader, label_counts
 from appzoo.data.tabular import (
-    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
-    wrong_type,
+    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, table_options,
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
-from appzoo.progress import note
 from appzoo.registry import METRICS, READERS
-from tasks.text_matching.triples import build_triples
+from tasks.text_matching.pairs import read_pairs
 
 DEFAULT_THRESHOLD = 0.5  # used only when no threshold is configured and none was tuned on dev
 
@@ -81,18 +80,9 @@ class MatchingReader(DatasetReader):
         return self._read_pairs(path, split)
 
     def _read_pairs(self, path, split):
-        examples = []
         with self.open_data(path) as source:
-            for line, row in read_rows(source, self.fields, optional=("label",) if split == "predict" else (),
-                                       **self.options):
-                problem = _row_problem(row, self.fields, ("text_a", "text_b"), label_required=split != "predict")
-                if problem:
-                    source.bad(line, problem)
-                    continue
-                where = f"{path}:{line}"
-                header_like = line == 1 and not self.options["header"] and self.options["format"] != "jsonl"
-                examples.append({"text_a": row["text_a"], "text_b": row["text_b"],
-                                 "label": self._parse_label(row["label"], where, header_like), "source": where})
+            examples = read_pairs(source, path, split, self.fields, self.options, self.positive_label,
+                                  self.negative_label)
         if not examples and split != "predict":
             raise DataError(f"{path}: no examples")
         return examples
@@ -105,27 +95,6 @@ class MatchingReader(DatasetReader):
                 raise DataError(f"input {i}: expected a pair of non-empty texts (text_a, text_b), got {clip(pair)}")
             examples.append({"text_a": pair[0], "text_b": pair[1], "label": None, "source": f"input {i}"})
         return examples
-
-    def _parse_label(self, value, where, header_like=False):
-        """``header_like``: the value is on the first line of a file read without a header row."""
-        if value is None:
-            return None
-        label = str(value).strip()
-        number = label_number(label)
-        for known in (self.positive_label, self.negative_label):
-            if label != known and number is not None and number == label_number(known):
-                return known  # 1.0 for 1: labels written by a float column
-        if label not in (self.positive_label, self.negative_label):
-            near = [known for known in (self.positive_label, self.negative_label)
-                    if known.strip().casefold() == label.casefold()]
-            hint = f"; it differs from {near[0]!r} only by case or spaces" if near else ""
-            if header_like and not near and number is None:
-                hint = "; if this line is a header row, set dataset_reader.header=1"
-            raise DataError(
-                f"{where}: label {label!r} is neither the positive label {self.positive_label!r} nor the "
-                f"negative label {self.negative_label!r}{hint} (set dataset_reader.positive_label / negative_label)"
-            )
-        return label
 
     def build_labels(self, train_examples):
         return [self.negative_label, self.positive_label]
@@ -298,197 +267,3 @@ class MatchingReader(DatasetReader):
                 row["gold"] = example["label"]
             rows.append(row)
         return rows
-
-
-@READERS.register("text_matching_siamese")
-class SiameseMatchingReader(MatchingReader):
-    """Labelled pairs whose texts are encoded apart (``query_input_ids`` and
-    ``title_input_ids``), for siamese models. Same keys as ``text_matching``."""
-
-    LABELS_IN_BATCH = True  # the pointwise siamese model takes labels; the pairwise one trains on triples
-
-    def encode(self, examples, tokenizer, labels, max_seq_len, split):
-        ids = _encode_distinct(tokenizer, self.texts(examples), max_seq_len, split)
-        features = [{"query_input_ids": ids[e["text_a"]], "title_input_ids": ids[e["text_b"]]} for e in examples]
-        return self._with_labels(features, examples, labels) if self.LABELS_IN_BATCH else features
-
-
-@READERS.register("text_matching_pairwise")
-class PairwiseMatchingReader(SiameseMatchingReader):
-    """Siamese pairs for dev/test/predict; training items for a pairwise model.
-
-    The training file is labelled pairs (``train_format: "pairs"``, read with
-    the same column keys as dev) or triples (``"triples"``: columns
-    ``query_column``, ``positive_column``, ``negative_column``, by default 0,
-    1, 2 / fields ``query``, ``positive``, ``negative``).
-
-    ``negatives: "labelled"`` trains on triples: from a triples file, or built
-    from labelled pairs by grouping on ``text_a`` (each query's positives ×
-    its negatives, at most ``max_triples_per_query`` drawn with ``seed``, plus
-    ``random_negatives`` random texts per positive pair).
-    ``negatives: "in_batch"`` trains on the positive pairs alone; the other
-    positives of a batch are the negatives. trainer.sampler ``no_duplicates``
-    (the default here) puts no two pairs that share a query or a positive in
-    one batch; under another sampler the collate keeps one pair per distinct
-    query and positive, so duplicates are not false negatives.
-    """
-
-    LABELS_IN_BATCH = False
-
-    @check_args("dataset_reader")
-    def __init__(self, train_format: Annotated[Literal["pairs", "triples"], Key(
-                     "the training file holds labelled pairs (as dev) or (query, positive, negative) "
-                     "triples")] = "pairs",
-                 negatives: Annotated[Literal["labelled", "in_batch"], Key(
-                     "train on triples (labelled) or on positive pairs whose batch mates are the negatives "
-                     "(in_batch)")] = "labelled",
-                 query_column: Annotated[Column, Key("triples: column or field of the query (null: 0 / "
-                                                     "query)")] = None,
-                 positive_column: Annotated[Column, Key("triples: column or field of the positive text "
-                                                        "(null: 1 / positive)")] = None,
-                 negative_column: Annotated[Column, Key("triples: column or field of the negative text "
-                                                        "(null: 2 / negative)")] = None,
-                 max_triples_per_query: Annotated[int, Key(
-                     "pairs: at most this many (positive, negative) triples drawn per query", ge=1)] = 10,
-                 random_negatives: Annotated[int, Key(
-                     "pairs: random texts added as negatives per positive pair", ge=0)] = 0,
-                 seed: Annotated[int, Key("seed of the triple sampling", ge=0)] = 42, **kwargs):
-        super().__init__(**kwargs)  # the keys of text_matching
-        if random_negatives and (train_format == "triples" or negatives == "in_batch"):
-            raise ConfigError("dataset_reader.random_negatives: only used when triples are built from labelled "
-                              "pairs (train_format 'pairs' with negatives 'labelled')")
-        self.triple_fields = columns(self.options["format"], query=(query_column, 0),
-                                     positive=(positive_column, 1), negative=(negative_column, 2))
-        self.train_format, self.negatives = train_format, negatives
-        self.max_triples_per_query, self.random_negatives, self.seed = max_triples_per_query, random_negatives, seed
-        self.dropped_duplicates = 0  # in-batch pairs the collate left out of their batch (see collate)
-
-    def read(self, path, split):
-        if split != "train":
-            return self._read_pairs(path, split)
-        if self.train_format == "triples":
-            items = self._read_triples(path)
-        else:
-            pairs = [{**e, "positive": e["label"] == self.positive_label} for e in self._read_pairs(path, split)]
-            if self.negatives == "labelled":
-                items = build_triples(pairs, max_per_query=self.max_triples_per_query,
-                                      random_negatives=self.random_negatives, seed=self.seed)
-                if not items:
-                    raise DataError(
-                        f"{path}: no training triples: no text_a has both a positive and a negative pair "
-                        f"(set dataset_reader.random_negatives >= 1, or negatives 'in_batch')")
-            else:
-                items = [{"query": e["text_a"], "positive": e["text_b"], "source": e["source"]}
-                         for e in pairs if e["positive"]]
-        if self.negatives == "in_batch":
-            items = list({(i["query"], i["positive"]): {"query": i["query"], "positive": i["positive"],
-                                                        "source": i["source"]} for i in items}.values())
-            if not items:
-                raise DataError(f"{path}: no positive pairs (label {self.positive_label!r}) to train on")
-        return items
-
-    def _read_triples(self, path):
-        items = []
-        with self.open_data(path) as source:
-            for line, row in read_rows(source, self.triple_fields, **self.options):
-                problem = _row_problem(row, self.triple_fields, ("query", "positive", "negative"))
-                if problem:
-                    source.bad(line, problem)
-                    continue
-                items.append({key: row[key] for key in ("query", "positive", "negative")})
-                items[-1]["source"] = f"{path}:{line}"
-        if not items:
-            raise DataError(f"{path}: no triples")
-        return items
-
-    def plan_model_args(self):
-        return {"negatives": self.negatives}
-
-    @property
-    def batch_composition_matters(self):
-        """In-batch negatives: a length-sorted batch would hold easy negatives
-        (trainer.sampler is then no_duplicates unless set)."""
-        return self.negatives == "in_batch"
-
-    def sampling_classes(self, features):
-        return None  # triples and in-batch positive pairs have no class
-
-    def duplicate_keys(self, features):
-        """In-batch negatives: a pair's query and positive (as encoded, which
-        is what the collate compares); a batch mate sharing either would be a
-        false negative."""
-        if self.negatives != "in_batch":
-            return None
-        return [(tuple(f["query_input_ids"]), tuple(f["positive_input_ids"])) for f in features]
-
-    def model_args(self, labels, train_examples):
-        return {"negatives": self.negatives}
-
-    def texts(self, examples):
-        for example in examples:
-            if "query" in example:  # a training item
-                yield example["query"]
-                yield example["positive"]
-                if "negative" in example and self.negatives == "labelled":
-                    yield example["negative"]
-            else:
-                yield example["text_a"]
-                yield example["text_b"]
-
-    def encode(self, examples, tokenizer, labels, max_seq_len, split):
-        if split != "train":
-            return super().encode(examples, tokenizer, labels, max_seq_len, split)
-        ids = _encode_distinct(tokenizer, self.texts(examples), max_seq_len, split)
-        features = []
-        for item in examples:
-            feature = {"query_input_ids": ids[item["query"]], "positive_input_ids": ids[item["positive"]]}
-            if self.negatives == "labelled":
-                feature["negative_input_ids"] = ids[item["negative"]]
-            features.append(feature)
-        return features
-
-    def collate(self, features, pad_id):
-        if self.negatives == "in_batch" and "positive_input_ids" in features[0]:
-            kept = _distinct(features)
-            if len(kept) < len(features):  # a safety net: trainer.sampler no_duplicates never lets this happen
-                if not self.dropped_duplicates:
-                    note("note: in-batch negatives: a pair whose query or positive repeats within its batch is "
-                         "left out of that batch (trainer.sampler no_duplicates defers it to a later batch instead)")
-                self.dropped_duplicates += len(features) - len(kept)
-            features = kept
-        return super().collate(features, pad_id)
-
-
-def _distinct(features):
-    """Keep the first feature of each query and of each positive, so that no
-    batch mate is a duplicate of a pair's own text (a false negative)."""
-    seen_query, seen_positive, kept = set(), set(), []
-    for f in features:
-        q, p = tuple(f["query_input_ids"]), tuple(f["positive_input_ids"])
-        if q not in seen_query and p not in seen_positive:
-            seen_query.add(q)
-            seen_positive.add(p)
-            kept.append(f)
-    return kept
-
-
-def _encode_distinct(tokenizer, texts, max_seq_len, split):
-    """``{text: token ids}`` of each distinct text (texts repeat across pairs and triples)."""
-    unique = list(dict.fromkeys(texts))
-    encoded = encode_texts(tokenizer, unique, max_seq_len=max_seq_len, split=split, what="distinct texts")
-    return dict(zip(unique, encoded["input_ids"]))
-
-
-def _row_problem(row, fields, texts, label_required=False):
-    """Why ``row`` cannot be read, else None. JSONL values: texts are strings;
-    a label is a string or a number (``1`` reads as ``"1"``), null only where
-    labels may be left out."""
-    for name in texts:
-        if not isinstance(row[name], str):
-            return wrong_type(fields[name], row[name])
-    label = row.get("label")
-    if (label is None and label_required) or not isinstance(label, (str, int, float, type(None))):
-        return wrong_type(fields["label"], label, "a string or a number")
-    empty = next((name for name in texts if not row[name].strip()), None)
-    return f"empty {empty}" if empty else None
-
