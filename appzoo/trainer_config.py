@@ -3,6 +3,7 @@ import dataclasses
 from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.config import Key, check_fields
+from appzoo.data.sampler import SAMPLERS
 from appzoo.engines import ENGINES, check_engine
 from appzoo.errors import ConfigError
 
@@ -41,7 +42,7 @@ class TrainerConfig:
                                      "warmup_proportion", ge=0)] = 0
     gradient_accumulation_steps: Annotated[int, Key(
         "micro-batches of batch_size whose gradients add up to one optimizer step", ge=1)] = 1
-    sampler: Annotated[Optional[Literal["random", "by_length", "balanced", "m_per_class", "no_duplicates"]], Key(
+    sampler: Annotated[Optional[Literal[SAMPLERS]], Key(
         "which examples make a training batch: random; by_length (seeded mega-batches of sampler_mega_batches "
         "batches sorted by "
         "length, batch order shuffled: little padding); balanced (classes drawn by count ** sampler_power); "

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from appzoo.data.encoding import IGNORE_INDEX, collate
 from appzoo.config import Key, check_args
-from appzoo.data.tabular import TextFile, check_encoding
+from appzoo.data.tabular import ON_BAD_LINE, TextFile, check_encoding
 from appzoo.errors import ConfigError, DataError
 from appzoo.progress import note
 
@@ -33,7 +33,7 @@ class DatasetReader:
     def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "
                                                     "(a UTF-8 byte-order mark is dropped)",
                                                     check=check_encoding)] = "utf-8",
-                 on_bad_line: Annotated[Literal["error", "skip"], Key(
+                 on_bad_line: Annotated[Literal[ON_BAD_LINE], Key(
                      "a line that cannot be decoded or parsed is an error naming file:line (error), or is "
                      "left out and counted in metrics.json (skip)")] = "error"):
         """Keys every reader takes (subclasses pass them on with ``**kwargs``).
