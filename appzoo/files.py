@@ -110,17 +110,22 @@ def read_jsonl(path):
 
 
 def load_weights(path):
-    """``paddle.load`` with a one-line error for a missing, truncated or corrupt file."""
+    """``paddle.load`` of a saved state dict, with a one-line error for a
+    missing, truncated or corrupt file."""
     import paddle
 
     if not os.path.isfile(path):
-        raise UserError(f"{path}: missing (Paddle weights)")
+        raise UserError(f"{path}: no such file; the saved model is incomplete")
     try:
-        return paddle.load(path)
-    except Exception as e:  # paddle raises many kinds for a bad file; all mean "unreadable"
-        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
-        raise UserError(f"{path}: cannot be read as Paddle weights ({reason}); the file is truncated "
-                        f"or corrupt") from None
+        state = paddle.load(path)
+    except Exception as e:  # paddle raises ValueError, EOFError, UnpicklingError, ... for a bad file
+        lines = str(e).strip().splitlines()
+        reason = f"{type(e).__name__}: {lines[0][:200].replace(path, 'the file') if lines else ''}"
+    else:
+        if isinstance(state, dict):
+            return state
+        reason = f"it holds a {type(state).__name__}, not a state dict"
+    raise UserError(f"{path}: cannot be read as Paddle weights ({reason}); the file is truncated or corrupt")
 
 
 def save_weights(obj, path):

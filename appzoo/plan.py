@@ -67,7 +67,7 @@ def _validate(config, do):
         bundle.check(init_from, "trainer.init_from", data.max_seq_len)
         bundle.check_fits(init_from, model_type, data.type, reader_class, data_section)
     else:
-        check_model_sources(encoder, None, data.max_seq_len)
+        check_model_sources(encoder, data.max_seq_len)
     # MODEL_ARGS: what the toolkit supplies (the encoder and reader.model_args()), never the param file
     check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges

@@ -519,6 +519,13 @@ def _(ws):
     return argv(params)
 
 
+@case("ner-conll-empty-token", "data rows", r"train\.txt:20\b", r"empty token", stage=READ)
+def _(ws):
+    params = ws.params(NER)
+    ws.edit("ner/train.txt", 20, "\tO")  # a tab, then the tag: the token is empty
+    return argv(params)
+
+
 @case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]", stage=READ)
 def _(ws):
     rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},

@@ -12,9 +12,11 @@ import pytest
 
 import appzoo.encoders.pretrained as pretrained
 import run_trainer
-from appzoo.encoders import (build_encoder, check_model_sources, load_encoder, load_state_file, max_positions,
-                             parse_encoder_spec, saved_max_positions)
+from appzoo import bundle
+from appzoo.encoders import (build_encoder, check_model_sources, load_encoder, max_positions, parse_encoder_spec,
+                             saved_max_positions)
 from appzoo.errors import ConfigError, UserError
+from appzoo.files import load_weights
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog"]
@@ -103,7 +105,7 @@ def plan_and_build(folder):
     """The two places a local folder is read: planning, then building."""
     spec = parse_encoder_spec(str(folder))
     errors = []
-    for step in (lambda: check_model_sources(spec, None, 16), lambda: build_encoder(spec, None, None)):
+    for step in (lambda: check_model_sources(spec, 16), lambda: build_encoder(spec, None, None)):
         with pytest.raises(ConfigError) as info:
             step()
         errors.append(str(info.value))
@@ -124,7 +126,7 @@ def test_corrupt_paddle_weights(paddle_folder, damage):
 def test_paddle_weights_corrupt_inside_are_reported_by_the_loader(paddle_folder):
     """A pickle that starts and ends right passes the cheap check; paddle.load then fails."""
     (paddle_folder / "model_state.pdparams").write_bytes(b"\x80\x04" + np.random.default_rng(1).bytes(3000) + b".")
-    check_model_sources(parse_encoder_spec(str(paddle_folder)), None, 16)
+    check_model_sources(parse_encoder_spec(str(paddle_folder)), 16)
     with pytest.raises(ConfigError, match=rf"^model\.encoder\.pretrained: {re.escape(str(paddle_folder))}/"
                                           r"model_state\.pdparams: the weights cannot be loaded \(ValueError: .*\); "
                                           r"the file is truncated or corrupt"):
@@ -331,8 +333,8 @@ def test_max_positions_of_each_source(tmp_path, paddle_folder):
 def test_max_seq_len_above_the_positions(tmp_path, paddle_folder):
     with pytest.raises(ConfigError, match=rf"^dataset_reader\.max_seq_len: 33 is above the encoder's "
                                           rf"max_position_embeddings 32 \({re.escape(str(paddle_folder))}/config\.json\)"):
-        check_model_sources(parse_encoder_spec(str(paddle_folder)), None, 33)
-    check_model_sources(parse_encoder_spec(str(paddle_folder)), None, 32)
+        check_model_sources(parse_encoder_spec(str(paddle_folder)), 33)
+    check_model_sources(parse_encoder_spec(str(paddle_folder)), 32)
 
 
 def test_max_seq_len_above_the_positions_through_the_cli(tmp_path, capsys):
@@ -372,10 +374,13 @@ def best(trained_best, tmp_path):
 
 def test_saved_run_loads(best):
     encoder, tokenizer = load_encoder(str(best / "encoder"))
-    state = load_state_file(str(best / "model_state.pdparams"))
+    state = load_weights(str(best / "model_state.pdparams"))
     assert any(k.endswith("embeddings.word_embeddings.weight") for k in state)
     assert saved_max_positions(str(best / "encoder")) == 512
-    check_model_sources(None, str(best), 64)
+    bundle.check(str(best), max_seq_len=64)
+    with pytest.raises(ConfigError, match=r"^dataset_reader\.max_seq_len: 600 is above the encoder's "
+                                          r"max_position_embeddings 512 \(.*encoder/config\.json\)"):
+        bundle.check(str(best), max_seq_len=600)
 
 
 @pytest.mark.parametrize("damage", WEIGHT_DAMAGE, ids=lambda f: f.__name__)
@@ -383,7 +388,7 @@ def test_corrupt_saved_weights(best, damage):
     path = best / "model_state.pdparams"
     damage(path)
     pattern = rf"{re.escape(str(path))}: cannot be read as Paddle weights \(.+\); the file is truncated or corrupt"
-    for step in (lambda: load_state_file(str(path)), lambda: check_model_sources(None, str(best), 32)):
+    for step in (lambda: load_weights(str(path)), lambda: bundle.check(str(best))):
         with pytest.raises(UserError) as info:
             step()
         assert re.fullmatch(pattern, str(info.value)), str(info.value)
@@ -394,10 +399,10 @@ def test_saved_weights_corrupt_inside(best):
     path.write_bytes(b"\x80\x04" + np.random.default_rng(2).bytes(3000) + b".")
     with pytest.raises(UserError, match=rf"^{re.escape(str(path))}: cannot be read as Paddle weights \(\w+: .*\); "
                                         r"the file is truncated or corrupt$"):
-        load_state_file(str(path))
+        load_weights(str(path))
     os.remove(path)
     with pytest.raises(UserError, match=rf"^{re.escape(str(path))}: no such file; the saved model is incomplete$"):
-        load_state_file(str(path))
+        load_weights(str(path))
 
 
 SAVED_DAMAGE = {
@@ -418,7 +423,7 @@ def test_damaged_saved_encoder(best, case):
         os.remove(folder / name)
     else:
         (folder / name).write_bytes(content)
-    for step in (lambda: load_encoder(str(folder)), lambda: check_model_sources(None, str(best), 32)):
+    for step in (lambda: load_encoder(str(folder)), lambda: bundle.check(str(best))):
         with pytest.raises(UserError) as info:
             step()
         message = str(info.value)

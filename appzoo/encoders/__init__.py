@@ -24,7 +24,7 @@ key or an impossible size, a local folder with a missing or corrupt file, a
 names the file (:mod:`~appzoo.encoders.checks`); :func:`check_model_sources`
 does it while planning, before anything is written (:mod:`~appzoo.encoders.sources`).
 """
-from appzoo.encoders.checks import check_encoder_folder, check_state_file, load_state_file, weights_problem
+from appzoo.encoders.checks import check_encoder_folder, check_state_file, weights_problem
 from appzoo.encoders.scratch import SPECIAL_TOKENS, build_vocab, read_scratch_config
 from appzoo.encoders.spec import EncoderSpec, parse_encoder_spec
 from appzoo.encoders.pretrained import package_folder
@@ -34,6 +34,6 @@ from appzoo.encoders.sources import build_encoder, check_model_sources, max_posi
 __all__ = [
     "EncoderSpec", "parse_encoder_spec", "SPECIAL_TOKENS", "build_vocab", "read_scratch_config",
     "package_folder", "build_encoder", "check_model_sources", "max_positions", "saved_max_positions",
-    "check_encoder_folder", "check_state_file", "load_state_file", "weights_problem",
+    "check_encoder_folder", "check_state_file", "weights_problem",
     "save_encoder", "check_saved_encoder", "load_encoder",
 ]

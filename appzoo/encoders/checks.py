@@ -2,7 +2,7 @@
 
 The checks are cheap (nothing is built): a JSON file holds an object, the
 tokenizer's files are there, a weights file is not visibly truncated or
-corrupt. :func:`load_state_file` loads a state dict with the same errors.
+corrupt.
 """
 import inspect
 import json
@@ -176,23 +176,6 @@ def check_state_file(path):
     problem = weights_problem(path)
     if problem:
         raise UserError(f"{path}: cannot be read as Paddle weights ({problem}); the file is truncated or corrupt")
-
-
-def load_state_file(path):
-    """``paddle.load(path)`` of a saved state dict; a missing, truncated or
-    corrupt file is a one-line UserError naming it."""
-    import paddle
-
-    check_state_file(path)
-    try:
-        state = paddle.load(path)
-    except Exception as e:  # paddle.load raises ValueError, EOFError, UnpicklingError, ...
-        reason = f"{type(e).__name__}: {first_line(e).replace(path, 'the file')}"
-    else:
-        if isinstance(state, dict):
-            return state
-        reason = f"it holds a {type(state).__name__}, not a state dict"
-    raise UserError(f"{path}: cannot be read as Paddle weights ({reason}); the file is truncated or corrupt")
 
 
 def first_line(error):

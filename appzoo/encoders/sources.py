@@ -3,9 +3,8 @@ planning (before anything is written) that it can be built or loaded and
 takes ``max_seq_len`` tokens."""
 import os
 
-from appzoo.encoders.checks import check_encoder_folder, check_state_file, paddle_weights_name, read_json_object
+from appzoo.encoders.checks import check_encoder_folder, read_json_object
 from appzoo.encoders.pretrained import PRETRAINED, load_pretrained, local_folder
-from appzoo.encoders.saved import check_saved_encoder
 from appzoo.encoders.scratch import build_scratch_encoder, ernie_defaults, read_scratch_config
 from appzoo.errors import ConfigError, UserError
 
@@ -51,27 +50,15 @@ def saved_max_positions(folder):
     return _positions(read_json_object(os.path.join(folder, "config.json"), "", UserError)[1])
 
 
-def check_model_sources(spec, init_from, max_seq_len, key_path="dataset_reader.max_seq_len"):
-    """Plan-time checks of where the model comes from, before anything is written.
-
-    ``spec``: the encoder to build (None when it is loaded from ``init_from``);
-    ``init_from``: a saved ``best/`` folder whose weights are loaded, or None.
-    Checks the local encoder folder or the saved ``encoder/`` folder (files
-    present, not visibly corrupt), the saved weights file, and that
-    ``max_seq_len`` fits the encoder's position embeddings.
-    """
-    if spec is not None:
-        folder = local_folder(spec.pretrained) if spec.pretrained is not None else None
-        if folder is not None:
-            check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)
-        limit, source = max_positions(spec), spec.config or (folder and os.path.join(folder, "config.json"))
-    else:
-        saved = os.path.join(init_from, "encoder")
-        check_saved_encoder(saved)
-        limit, source = saved_max_positions(saved), os.path.join(saved, "config.json")
-    if init_from is not None:
-        # a best/ folder keeps the model's weights under PaddleNLP's weights file name
-        check_state_file(os.path.join(init_from, paddle_weights_name()))
+def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"):
+    """Plan-time checks of the encoder ``spec`` a run builds, before anything is
+    written: its local folder (files present, not visibly corrupt) and that
+    ``max_seq_len`` fits its position embeddings. (A saved model that a run
+    loads instead is checked by :func:`appzoo.bundle.check`.)"""
+    folder = local_folder(spec.pretrained) if spec.pretrained is not None else None
+    if folder is not None:
+        check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)
+    limit, source = max_positions(spec), spec.config or (folder and os.path.join(folder, "config.json"))
     if limit is not None and max_seq_len > limit:
         raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "
                           f"{limit} ({source}); set it to {limit} or less")
