@@ -23,10 +23,10 @@ def components(target):
     """``[(title, section key path, target, supplied)]`` for ``target``:
     ``trainer``, ``dataset_reader`` (the keys every reader shares),
     ``encoder``, ``model.NAME``, ``reader.NAME`` or ``loss.NAME``."""
+    from appzoo.data.dataset_config import DatasetConfig
     from appzoo.data.reader import DatasetReader
     from appzoo.encoders import EncoderSpec
     from appzoo.losses.build import SUPPLIED as LOSS_SUPPLIED
-    from appzoo.plan import DatasetConfig
     from appzoo.trainer_config import TrainerConfig
 
     kind, _, name = target.partition(".")
