@@ -86,7 +86,7 @@ def main(argv=None):
 
             print(markdown() if args.describe == "all" else describe(args.describe), end="")
             return 0
-        from appzoo.config import apply_overrides, load_param_file
+        from appzoo.param_file import apply_overrides, load_param_file
         from appzoo.plan import validate
         from appzoo.runner import run
 

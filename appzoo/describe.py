@@ -11,8 +11,9 @@ import json
 import os
 import sys
 
-from appzoo.config import _NO_DEFAULT, describe_type, key_of, load_param_file, parameters
+from appzoo.config import _NO_DEFAULT, describe_type, key_of, parameters
 from appzoo.errors import ConfigError
+from appzoo.param_file import load_param_file
 from appzoo.registry import LOSSES, MODELS, READERS, did_you_mean
 
 REGENERATE = "python -m appzoo.describe > docs/params.md"

@@ -11,11 +11,12 @@ from typing import Optional
 from appzoo import bundle
 from appzoo.archive import RunFolder
 from appzoo.callbacks import VisualDLLogger
-from appzoo.config import SECTIONS, check_kwargs, check_text, non_finite
+from appzoo.config import check_kwargs, non_finite
 from appzoo.data.dataset_config import SPLITS, DatasetConfig
 from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
+from appzoo.param_file import SECTIONS, check_text
 from appzoo.registry import MODELS, READERS, did_you_mean
 from appzoo.resolve import resolve
 from appzoo.trainer_config import TrainerConfig

@@ -47,7 +47,7 @@ import paddle  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 
 from appzoo import progress  # noqa: E402
-from appzoo.config import load_param_file  # noqa: E402
+from appzoo.param_file import load_param_file  # noqa: E402
 from appzoo.data.sampler import feature_length, train_batches  # noqa: E402
 from appzoo.plan import validate  # noqa: E402
 from appzoo.runner import prepare  # noqa: E402

@@ -355,7 +355,7 @@ def plan_in_process(case, ws):
     line the CLI would print. The registries must be loaded (the shared
     finished run has run ``main`` once)."""
     import run_trainer
-    from appzoo.config import apply_overrides, load_param_file
+    from appzoo.param_file import apply_overrides, load_param_file
     from appzoo.errors import UserError
     from appzoo.plan import validate
     from appzoo.runner import prepare

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 import run_trainer
-from appzoo.config import apply_overrides, check_kwargs, load_param_file, parse_value
+from appzoo.config import check_kwargs
+from appzoo.param_file import apply_overrides, load_param_file, parse_value
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 from appzoo.registry import LOSSES, METRICS, MODELS, READERS, Registry

@@ -7,7 +7,7 @@ import os
 import pytest
 
 import run_trainer
-from appzoo.config import load_param_file
+from appzoo.param_file import load_param_file
 from appzoo.plan import validate
 
 EXAMPLES = sorted(p for ext in ("json", "yaml", "yml") for p in glob.glob(f"examples/*.{ext}"))

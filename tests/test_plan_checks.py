@@ -11,7 +11,8 @@ import pytest
 
 import run_trainer
 from appzoo import plan as plan_module
-from appzoo.config import apply_overrides, check_kwargs, load_param_file
+from appzoo.config import check_kwargs
+from appzoo.param_file import apply_overrides, load_param_file
 from appzoo.errors import ConfigError, DataError
 from appzoo.losses import build_loss
 from appzoo.plan import validate

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from appzoo.config import load_param_file
+from appzoo.param_file import load_param_file
 from appzoo.errors import ConfigError
 from appzoo.plan import validate
 

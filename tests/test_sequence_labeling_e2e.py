@@ -83,7 +83,7 @@ def test_crf_example_decodes_only_sequences_the_scheme_allows(tmp_path, monkeypa
 @pytest.mark.parametrize("name", ["ner_ernie_fc_ch", "ner_ernie_fc_with_dice", "ner_ernie_fc_with_focal",
                                   "ner_ernie_crf_ch"])
 def test_examples_validate(name):
-    from appzoo.config import load_param_file
+    from appzoo.param_file import load_param_file
     from appzoo.plan import validate
 
     plan = validate(load_param_file(f"examples/{name}.json"), name)

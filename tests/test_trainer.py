@@ -231,7 +231,7 @@ def test_amp_keys_validate():
 
 
 def test_amp_on_cpu_is_refused_at_plan_time():
-    from appzoo.config import load_param_file
+    from appzoo.param_file import load_param_file
     from appzoo.errors import ConfigError
     from appzoo.plan import validate
 

@@ -6,7 +6,7 @@ import itertools
 import json
 import re
 
-from appzoo.config import SECTIONS, parse_value
+from appzoo.param_file import SECTIONS, parse_value
 from appzoo.errors import ConfigError
 from appzoo.registry import did_you_mean
 
