@@ -6,6 +6,7 @@ model's own ``decode`` runs on the host on every engine (:mod:`appzoo.engines`).
 import contextlib
 import io
 import os
+import warnings
 
 from appzoo import bundle
 from appzoo.errors import RunError
@@ -37,10 +38,18 @@ def export(model, folder):
 
     tmp = f"{folder}.tmp-{os.getpid()}"
     model.eval()
-    static = paddle.jit.to_static(model.forward, input_spec=model.input_spec(), full_graph=True)
-    paddle.jit.save(static, os.path.join(tmp, "model"))
+    with warnings.catch_warnings():  # paddle explains, at every save, what it does by design with both
+        for message in _JIT_NOTES:
+            warnings.filterwarnings("ignore", message=message)
+        static = paddle.jit.to_static(model.forward, input_spec=model.input_spec(), full_graph=True)
+        paddle.jit.save(static, os.path.join(tmp, "model"))
     swap_in(tmp, folder)
     return folder
+
+
+#: What ``paddle.jit.save`` says about saving a function and a dict of outputs (flattened by key, as
+#: :mod:`appzoo.engines` reads them back).
+_JIT_NOTES = ("What you save is a function", "Found 'dict' in given outputs")
 
 
 def onnx_model(folder):
