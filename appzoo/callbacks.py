@@ -48,10 +48,11 @@ class KeepBest(Callback):
 
     def on_evaluate(self, trainer, metrics):
         if trainer.metric not in metrics:
-            scalars = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
+            from appzoo.metrics import scalars
+
             raise ConfigError(
                 f"trainer.metric_for_best: {trainer.metric!r} is not a dev metric of this task "
-                f"(available: {', '.join(scalars)})"
+                f"(available: {', '.join(sorted(scalars(metrics)))})"
             )
         value = float(metrics[trainer.metric])
         if trainer.improved(value):
@@ -132,8 +133,10 @@ class VisualDLLogger(Callback):
             from visualdl import LogWriter
 
             self.writer = LogWriter(logdir=self.logdir)
-        for key, value in row.items():
+        from appzoo.metrics import scalars
+
+        for key, value in scalars(row).items():
             tag = self.TAGS.get(key) or (f"dev/{key[4:]}" if key.startswith("dev_") else None)
-            if tag and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if tag:
                 self.writer.add_scalar(tag=tag, value=float(value), step=row["step"])
         self.writer.flush()  # a run can end (or be killed) at any log

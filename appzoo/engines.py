@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from appzoo.errors import ConfigError, UserError
+from appzoo.errors import ConfigError, UserError, first_line
 
 ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
 
@@ -98,7 +98,7 @@ class _PaddleInference(_Static):
         try:
             self.predictor = pi.create_predictor(config)
         except Exception as e:  # paddle raises ValueError, RuntimeError, ... for an unreadable graph
-            raise UserError(f"{params}: Paddle Inference cannot load the exported graph ({_first_line(e)}); "
+            raise UserError(f"{params}: Paddle Inference cannot load the exported graph ({type(e).__name__}: {first_line(e)}); "
                             f"the file is truncated or corrupt: export it again with --do export") from None
         super().__init__(model, self.predictor.get_input_names())
 
@@ -125,7 +125,3 @@ class _OnnxRuntime(_Static):
     def run(self, arrays):
         return self.session.run(None, dict(zip(self.input_names, arrays)))
 
-
-def _first_line(error):
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    return (lines[0][:160] if lines else type(error).__name__)

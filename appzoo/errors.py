@@ -17,6 +17,12 @@ traceback. The codes are documented in README.md:
 import signal
 
 
+def first_line(error):
+    """The first line of an exception's message, at most 200 characters (libraries raise long ones)."""
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else ""
+
+
 class UserError(Exception):
     """An error caused by the user's input, reported as one line."""
 

@@ -15,7 +15,7 @@ import os
 import shutil
 import signal
 
-from appzoo.errors import RunError, UserError
+from appzoo.errors import RunError, UserError, first_line
 
 #: The save points APPZOO_FAULT can name, in the order a run reaches them.
 FAULT_POINTS = ("checkpoint.files", "checkpoint.marker", "checkpoint.rename", "checkpoint.prune",
@@ -119,8 +119,7 @@ def load_weights(path):
     try:
         state = paddle.load(path)
     except Exception as e:  # paddle raises ValueError, EOFError, UnpicklingError, ... for a bad file
-        lines = str(e).strip().splitlines()
-        reason = f"{type(e).__name__}: {lines[0][:200].replace(path, 'the file') if lines else ''}"
+        reason = f"{type(e).__name__}: {first_line(e).replace(path, 'the file')}"
     else:
         if isinstance(state, dict):
             return state

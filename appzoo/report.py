@@ -2,6 +2,7 @@
 import os
 
 from appzoo.files import write_text
+from appzoo.metrics import scalars
 
 
 def write(output_dir, metrics, history, labels, plots=True):
@@ -16,7 +17,7 @@ def write(output_dir, metrics, history, labels, plots=True):
         if split not in metrics:
             continue
         lines += [f"## {split}", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {k} | {v:.4f} |" for k, v in metrics[split].items() if _scalar(v)]
+        lines += [f"| {k} | {v:.4f} |" for k, v in scalars(metrics[split]).items()]
         table = metrics[split].get("per_class") or metrics[split].get("per_type")
         if table:
             lines += ["", "| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
@@ -27,10 +28,6 @@ def write(output_dir, metrics, history, labels, plots=True):
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
     lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
     write_text(os.path.join(output_dir, "report.md"), "\n".join(lines) + "\n")
-
-
-def _scalar(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _plots(output_dir, metrics, history, labels):

@@ -19,6 +19,7 @@ from appzoo import callbacks as cb
 from appzoo import interrupts, prediction
 from appzoo.data.sampler import CLASS_SAMPLERS, check_class_count, choose_sampler, feature_length, train_batches
 from appzoo.errors import DataError, DivergedError, Interrupted
+from appzoo.metrics import scalars
 from appzoo.progress import note, progress
 
 
@@ -295,7 +296,7 @@ class Trainer:
         else:
             metrics = self.evaluate(*dev, split="dev", fit=True)
             self._log({"step": self.state.global_step, "epoch": self.state.epoch,
-                       **{f"dev_{k}": v for k, v in metrics.items() if _is_scalar(v)}})
+                       **{f"dev_{k}": v for k, v in scalars(metrics).items()}})
             self._emit("on_evaluate", metrics)
         if self.state.should_stop or self.state.global_step >= self._total:
             self.state.finished = True
@@ -419,6 +420,3 @@ def _rename(key, names):
             return names[old] + key[len(old):]
     return key
 
-
-def _is_scalar(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -91,8 +91,8 @@ def results(out):
 def tree_digest(folder):
     """{relative path: sha256} of every file (links followed), for byte-identity."""
     out = {}
-    for base, dirs, files in os.walk(folder, followlinks=True):
-        for name in files:
+    for base, _, names in os.walk(folder, followlinks=True):
+        for name in names:
             path = os.path.join(base, name)
             with open(path, "rb") as f:
                 out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()

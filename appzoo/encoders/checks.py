@@ -177,8 +177,3 @@ def check_state_file(path):
     if problem:
         raise UserError(f"{path}: cannot be read as Paddle weights ({problem}); the file is truncated or corrupt")
 
-
-def first_line(error):
-    """The first line of an error's message, at most 200 characters (libraries raise long ones)."""
-    text = str(error).strip().splitlines()
-    return text[0][:200] if text else ""

@@ -5,8 +5,8 @@ import os
 import shutil
 import tempfile
 
-from appzoo.encoders.checks import check_encoder_folder, first_line, paddle_weights_name
-from appzoo.errors import ConfigError, UserError
+from appzoo.encoders.checks import check_encoder_folder, paddle_weights_name
+from appzoo.errors import ConfigError, UserError, first_line
 
 PRETRAINED = "model.encoder.pretrained"
 CONVERT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "appzoo", "converted")

@@ -4,9 +4,9 @@ import contextlib
 import logging
 import os
 
-from appzoo.encoders.checks import check_encoder_folder, first_line, read_json_object
+from appzoo.encoders.checks import check_encoder_folder, read_json_object
 from appzoo.encoders.pretrained import load_tokenizer
-from appzoo.errors import UserError
+from appzoo.errors import UserError, first_line
 
 
 def save_encoder(encoder, tokenizer, folder):

@@ -4,4 +4,9 @@ from appzoo.metrics.sequence_labeling import sequence_labeling_metrics
 from appzoo.metrics.matching import best_f1_threshold, matching_metrics
 
 __all__ = ["best_f1_threshold", "classification_metrics", "matching_metrics", "multilabel_metrics",
-           "sequence_labeling_metrics"]
+           "scalars", "sequence_labeling_metrics"]
+
+
+def scalars(metrics):
+    """The numeric entries of a metrics dict (per-class tables and bools left out): what is logged and plotted."""
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
