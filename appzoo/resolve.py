@@ -32,14 +32,24 @@ def resolve(config, *, trainer, data, reader_class, reader_kwargs, model_class, 
     model = with_defaults(model_class, model_kwargs, supplied=model_class.MODEL_ARGS)
     if model.get("loss") is not None:
         model["loss"] = resolve_loss(model["loss"])
-    encoder = vars(encoder) if encoder is not None else tree.get("model", {}).get("encoder")
-    tree["model"] = {"type": tree["model"]["type"], "encoder": encoder, **model}
+    tree["model"] = {"type": tree["model"]["type"], "encoder": resolve_encoder(tree["model"].get("encoder")),
+                     **model}
     defaults = {}
     for section, target, supplied in (("trainer", type(trainer), ()), ("dataset_reader", type(data), ()),
                                       ("dataset_reader", reader_class, ()),
                                       ("model", model_class, model_class.MODEL_ARGS)):
         defaults.update({f"{section}.{k}": v for k, v in with_defaults(target, {}, supplied=supplied).items()})
     return json.loads(json.dumps(tree)), json.loads(json.dumps(defaults))
+
+
+def resolve_encoder(value):
+    """A ``model.encoder`` value as the object it stands for, every key written out
+    (a string is ``pretrained``, or ``config`` when it ends in .json); None stays None."""
+    from appzoo.encoders import EncoderSpec
+
+    if isinstance(value, str):
+        value = {"config": value} if value.endswith(".json") else {"pretrained": value}
+    return with_defaults(EncoderSpec, value) if isinstance(value, dict) else value
 
 
 def resolve_loss(section):
@@ -64,8 +74,9 @@ def changed_keys(saved, current, defaults=None, may_change=()):
 
     A key the saved tree lacks (a run saved before the key existed, or
     before trees were resolved) was trained with its default (``defaults``,
-    ``{key.path: value}``); a loss section is compared with its defaults
-    written out on both sides. ``may_change`` lists more key paths to leave out."""
+    ``{key.path: value}``); a loss section and an encoder section are
+    compared with their defaults written out on both sides. ``may_change``
+    lists more key paths to leave out."""
     defaults = defaults or {}
     skip = {f"trainer.{k}" for k in RESUME_MAY_CHANGE} | {f"dataset_reader.{k}" for k in RESUME_MAY_CHANGE_DATA}
     skip |= set(may_change)
@@ -82,6 +93,8 @@ def changed_keys(saved, current, defaults=None, may_change=()):
                 continue  # a key newer than the checkpoint, without a default to compare with
             if key == "model.loss":
                 was, now = (resolve_loss(v) if isinstance(v, dict) and "name" in v else v for v in (was, now))
+            if key == "model.encoder":
+                was, now = (resolve_encoder(v) if v is not _MISSING else v for v in (was, now))
             if was != now:
                 out.append((key, None if was is _MISSING else was, None if now is _MISSING else now))
     return out
