@@ -416,6 +416,12 @@ def _(ws):
     return argv(params)
 
 
+@case("train-csv-read-as-tsv", "data rows", r"train\.csv:1\b", r'format: "csv"', stage=READ)
+def _(ws):
+    rows = ['"今天上午,国家队公布了亚洲杯大名单。",sports', "基金经理看好消费板块。,finance"] * 4
+    return argv(ws.params(CLS, dataset_reader__train=ws.write("data/train.csv", "\n".join(rows) + "\n")))
+
+
 @case("train-empty-text", "data rows", r"train\.tsv:9\b", stage=READ)
 def _(ws):
     params = ws.params(CLS)

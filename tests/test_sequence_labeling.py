@@ -182,6 +182,17 @@ def test_invalid_gold_is_reported_not_repaired(tmp_path, capsys):
         strict.build_labels(strict.read(path, "train"))
 
 
+@pytest.mark.parametrize("text, format, place", [
+    ("我\tO\n\n中\tB-ORG\n国\tM-ORG\n\n好\tS-LOC\n", "conll", r"t\.txt:5: M-ORG -> \(end\)"),
+    ("我\tO\n中 国\tB-ORG M-ORG\n", "line", r"t\.txt:2 \(token 2\): M-ORG -> \(end\)"),
+])
+def test_sentence_ending_inside_an_entity_names_the_end(tmp_path, format, text, place):
+    path = write(tmp_path, "t.txt", text)
+    strict = SequenceLabelingReader(scheme="BMES", invalid_gold="error", format=format)
+    with pytest.raises(DataError, match=place):
+        strict.build_labels(strict.read(path, "train"))
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"format": "jsonl", "token_column": 0}, r"dataset_reader\.token_column: format 'jsonl' needs a field name"),
     ({"format": "conll", "tag_column": "tag"}, r"dataset_reader\.tag_column: format 'conll' needs a column index"),
@@ -218,9 +229,11 @@ def test_detect_scheme(sequences, scheme):
     ("BIOES", ["B-X", "I-X", "E-X", "S-Y"], None),
     ("BIOES", ["B-X", "O"], 1),
     ("BIOES", ["S-X", "I-X"], 1),
-    ("BIOES", ["O", "B-X"], 1),  # an entity left open at the end
+    ("BIOES", ["O", "B-X"], 2),  # an entity left open at the end: the fault is the end, after the last tag
     ("BMES", ["B-X", "M-X", "E-X", "O"], None),
     ("BMES", ["B-X", "I-X", "E-X"], 1),
+    ("BMES", ["B-X", "M-X"], 2),
+    ("BIO", [], None),
 ])
 def test_invalid_position(scheme, tags, position):
     assert invalid_position(tags, scheme) == position

@@ -227,7 +227,7 @@ def read_rows(source, fields, *, format="tsv", delimiter=None, header=0, quoting
         except StopIteration:
             raise DataError(f"{path}: expected {header} header line(s), the file is shorter") from None
         header_fields = header_fields or [f.strip() for f in fields_of_line]
-    index = _resolve_columns(path, fields, header_fields)
+    index = _resolve_columns(path, fields, header_fields, _csv_hint(header_fields or [], delimiter))
     split = list(lines)
     width = _row_width(index, header_fields, split)
     hint = (" (a delimiter inside a text? quote the field" + ("" if quoting else " and set quoting: true")
@@ -246,7 +246,8 @@ def read_rows(source, fields, *, format="tsv", delimiter=None, header=0, quoting
                 row[name] = None
             else:
                 source.bad(number, f"expected a column {col} for '{name}', the line has "
-                                   f"{len(values)} field(s) split by {delimiter!r}: {clip(values)}")
+                                   f"{len(values)} field(s) split by {delimiter!r}: {clip(values)}",
+                           _csv_hint(values, delimiter))
                 break
         else:
             rows.append((number, row))
@@ -278,7 +279,14 @@ def _row_width(index, header_fields, rows):
     return width
 
 
-def _resolve_columns(path, fields, header_fields):
+def _csv_hint(values, delimiter):
+    """The fix for a comma-separated line read with tabs: one field that holds commas."""
+    if delimiter == "\t" and len(values) == 1 and "," in values[0]:
+        return ' (hint: the line looks comma-separated; set dataset_reader.format: "csv")'
+    return ""
+
+
+def _resolve_columns(path, fields, header_fields, hint=""):
     index = {}
     for name, col in fields.items():
         if isinstance(col, int):
@@ -291,7 +299,7 @@ def _resolve_columns(path, fields, header_fields):
         elif col not in header_fields:
             raise DataError(
                 f"{path}:1: no column named {col!r} for '{name}' in the header "
-                f"(columns: {', '.join(header_fields)})"
+                f"(columns: {', '.join(header_fields)}){hint}"
             )
         else:
             index[name] = header_fields.index(col)

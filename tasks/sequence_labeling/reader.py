@@ -193,8 +193,14 @@ class SequenceLabelingReader(DatasetReader):
             if example["tags"] is not None:
                 position = invalid_position(example["tags"], self.scheme)
                 if position is not None:
-                    previous = example["tags"][position - 1] if position else "(start)"
-                    bad.append(f"{token_place(example, position)}: {previous} -> {example['tags'][position]}")
+                    tags = example["tags"]
+                    previous = tags[position - 1] if position else "(start)"
+                    if position < len(tags):
+                        bad.append(f"{token_place(example, position)}: {previous} -> {tags[position]}")
+                    elif example["conll"]:  # an entity left open: the fault is the blank line that ends it
+                        bad.append(f"{token_place(example, position)}: {previous} -> (end)")
+                    else:
+                        bad.append(f"{token_place(example, position - 1)}: {previous} -> (end)")
         if not bad:
             return
         message = (f"{len(bad)} gold sentence(s) in {name} break scheme {self.scheme}: "

@@ -96,7 +96,7 @@ def invalid_position(tags, scheme):
             return i
         previous = tag
     if tags and not allowed_end(tags[-1], scheme):
-        return len(tags) - 1
+        return len(tags)
     return None
 
 
