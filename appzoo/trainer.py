@@ -369,6 +369,8 @@ class Trainer:
         self._saved_at = self.state.global_step
         self._wall_before = self.state.wall_time_s
         planned = self.state.total_steps
+        if planned is None and self.state.finished:  # saved before the length was: it ended where it was planned to
+            planned = self.state.global_step
         if planned is not None and planned != self._total:  # train longer: the schedule runs to the new end
             self.scheduler.last_lr = self.scheduler.get_lr()
             if self.state.global_step < self._total and not self.state.should_stop:
