@@ -31,11 +31,9 @@ def write(output_dir, metrics, history, labels, plots=True):
 
 
 def _plots(output_dir, metrics, history, labels):
-    import matplotlib
+    from appzoo.fonts import pyplot
 
-    matplotlib.use("Agg")  # files only: no display on servers
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     folder = os.path.join(output_dir, "plots")
     os.makedirs(folder, exist_ok=True)
     written = []

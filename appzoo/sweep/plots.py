@@ -5,10 +5,9 @@ from appzoo.sweep.summary import run_values
 
 
 def plot(summary, path):
-    import matplotlib
+    from appzoo.fonts import pyplot
 
-    matplotlib.use("Agg")  # files only
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     key = summary["primary_metric"]
     rows = summary["settings"]
