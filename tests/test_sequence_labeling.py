@@ -201,7 +201,10 @@ def test_sentence_ending_inside_an_entity_names_the_end(tmp_path, format, text, 
     ({"dev_from_train": 1.5}, r"dataset_reader\.dev_from_train: must be in \[0, 1\)"),
     ({"format": "jsonl", "delimiter": "\t"}, r"dataset_reader\.delimiter: only used with format 'conll'"),
     ({"format": "spans", "scheme": "BIOES"}, r"dataset_reader\.scheme: format 'spans' writes BIO tags, got 'BIOES'"),
-    ({"format": "spans", "token_column": 0}, r"dataset_reader\.token_column: format 'spans' needs a field name"),
+    ({"format": "spans", "token_column": 0},
+     r"dataset_reader\.token_column: format 'spans' needs a field name, got 0 \(null or left out: spans's default 'text'\)"),
+    ({"format": "spans", "tag_column": 3},
+     r"dataset_reader\.tag_column: format 'spans' needs a field name, got 3 \(null or left out: spans's default 'label'\)"),
 ])
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

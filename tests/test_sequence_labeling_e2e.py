@@ -1,10 +1,13 @@
 """Sequence labeling end to end: the NER examples train, evaluate, predict and export."""
+import glob
 import json
 import os
 
 import pytest
 
 import run_trainer
+from appzoo.param_file import apply_overrides, load_param_file
+from appzoo.plan import validate
 from conftest import read_json, read_jsonl
 
 FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -112,3 +115,27 @@ def test_bad_reader_key_is_a_config_error(capsys):
     assert run_trainer.main(argv) == 2
     err = capsys.readouterr().err
     assert "dataset_reader.schem: unknown key" in err and "did you mean 'scheme'?" in err
+
+
+NER_EXAMPLES = sorted(glob.glob("examples/ner_*.json"))
+
+
+@pytest.mark.parametrize("path", NER_EXAMPLES)
+def test_format_spans_by_set_on_every_ner_example(path):
+    """--set dataset_reader.format=spans is all it takes: the examples pin no column that only conll reads."""
+    config = load_param_file(path)
+    apply_overrides(config, ["dataset_reader.format=spans", "trainer.output_dir=output/never-written"])
+    assert validate(config, path).reader_kwargs["format"] == "spans"
+
+
+def test_spans_example_runs_its_audit(tmp_path, capsys):
+    rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
+            {"text": "李四去北京。", "label": [[0, 2, "PER"], [3, 5, "LOC"]]}]
+    data = tmp_path / "train.json"
+    data.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    argv = ["--param_path", "examples/ner_ernie_crf_ch.json", "--do", "audit", "--set", "dataset_reader.format=spans",
+            "--set", f"dataset_reader.train={data}", "--set", f"dataset_reader.dev={data}",
+            "--set", "dataset_reader.test=null", "--set", "dataset_reader.predict=null",
+            "--set", f"trainer.output_dir={tmp_path / 'out'}", "--set", "trainer.progress_bar=false"]
+    assert run_trainer.main(argv) == 0
+    assert read_json(tmp_path / "out" / "audit.json")["splits"]["train"]["labels"]["B-PER"] == 2

@@ -50,7 +50,8 @@ def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tiny_sweep):
     summary = read(root / "sweep.json")
     assert [s["setting"] for s in summary["settings"]] == ["loss=name-ce", "loss=name-focal_gamma-1"]
     assert summary["seeds"] == [42, 43]
-    assert summary["primary_metric"] == "test.loss" and summary["greater_is_better"] is False
+    assert summary["primary_metric"] == "dev.loss" and summary["greater_is_better"] is False
+    assert summary["confirmation_metric"] == "test.loss"
     md = (root / "sweep.md").read_text(encoding="utf-8")
     for row in summary["settings"]:
         folders = [root / row["setting"] / f"seed-{seed}" for seed in (42, 43)]
@@ -67,8 +68,17 @@ def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tiny_sweep):
         assert f"| {row['setting']} | 2 | " in md
         assert f"{test_loss.mean():.4f} ± {test_loss.std(ddof=1):.4f}" in md
         np.testing.assert_allclose(row["wall_time_s"]["mean"], np.mean([m["wall_time_s"] for m in per_run]))
-    assert summary["settings"][0]["verdict"] == "baseline"
-    assert summary["settings"][1]["verdict"] in ("better", "worse", "tie")
+    assert summary["settings"][0]["verdict"] == summary["settings"][0]["test_verdict"] == "baseline"
+    assert summary["settings"][1]["verdict"] == summary["settings"][1]["test_verdict"] == "too few seeds"
+    assert "| verdict on dev.loss | Welch p | test.loss (confirmation) | Welch p |" in md
+    assert "| too few seeds |" in md
+    for row in summary["settings"]:  # per-class F1: the mean over the seeds' metrics.json, in sweep.md
+        per_run = [read(root / row["setting"] / f"seed-{seed}" / "metrics.json") for seed in (42, 43)]
+        for name, cell in row["per_class_f1"]["test"].items():
+            f1s = [m["test"]["per_class"][name]["f1"] for m in per_run]
+            np.testing.assert_allclose(cell["mean"], np.mean(f1s), rtol=1e-12)
+            assert cell["zero_in_every_run"] == (max(f1s) == 0)
+    assert "Per-class F1 on test, mean over seeds" in md
     assert {"dev.loss", "test.loss", "test.macro_f1", "test.accuracy"} <= set(summary["key_metrics"])
     assert "sample standard deviation (ddof=1)" in md
     assert (root / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -217,14 +227,141 @@ def test_a_run_another_live_process_holds_is_left_to_it(tmp_path, monkeypatch, c
     ([0.50, 0.51, 0.52], [0.52, 0.53, 0.54], True, "tie"),  # gap 0.02 is not > 2 std = 0.02
     ([0.50, 0.50, 0.50], [0.53, 0.63, 0.73], True, "tie"),  # beyond the baseline's 0 std, not the other's 0.1
     ([0.53, 0.63, 0.73], [0.50, 0.50, 0.50], True, "tie"),
-    ([0.50, 0.50], [0.50, 0.50], True, "tie"),
-    ([0.50, 0.50], [0.51, 0.51], True, "better"),  # both without spread: any gap counts
-    ([0.50], [0.90, 0.91], True, "tie (n=1)"),
-    ([0.50, 0.52], [0.90], True, "tie (n=1)"),
+    ([0.50, 0.50, 0.50], [0.50, 0.50, 0.50], True, "tie"),
+    ([0.50, 0.50, 0.50], [0.51, 0.51, 0.51], True, "better"),  # both without spread: any gap counts
+    ([0.50, 0.51], [0.90, 0.91], True, "too few seeds"),  # a gap of 40 std, but 2 seeds judge nothing
+    ([0.50, 0.51, 0.52], [0.90, 0.91], True, "too few seeds"),
+    ([0.50, 0.51], [0.90, 0.91, 0.92], True, "too few seeds"),
+    ([0.50], [0.90, 0.91], True, "too few seeds"),
+    ([0.50, 0.52], [0.90], True, "too few seeds"),
     ([], [0.9, 0.91], True, "n/a"),
 ])
 def test_verdict_rule(baseline, values, greater, expected):
     assert sweep.verdict(baseline, values, greater) == expected
+
+
+def welch_reference(baseline, values):
+    """Welch's t-test written out: t over the unpooled standard error, Welch–Satterthwaite degrees of freedom,
+    two-sided p from Student's t."""
+    from scipy.stats import t as student
+
+    a, b = np.asarray(values, dtype=np.float64), np.asarray(baseline, dtype=np.float64)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    t = (a.mean() - b.mean()) / np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return 2 * student.sf(abs(t), df)
+
+
+def test_welch_p_is_the_two_sided_welch_t_test():
+    # equal spreads, gap 0.1: t = 0.1 / sqrt(2 * 0.0001 / 3) = 12.247, df = 4
+    assert sweep.welch_p([0.50, 0.51, 0.52], [0.60, 0.61, 0.62]) == pytest.approx(2.552e-4, rel=1e-3)
+    for baseline, values in (([0.50, 0.51, 0.52], [0.60, 0.61, 0.62]), ([0.5, 0.6, 0.4, 0.55], [0.52, 0.53]),
+                             ([0.50, 0.50, 0.50], [0.53, 0.63, 0.73])):
+        assert sweep.welch_p(baseline, values) == pytest.approx(welch_reference(baseline, values), rel=1e-9)
+        assert sweep.welch_p(values, baseline) == pytest.approx(welch_reference(baseline, values), rel=1e-9)
+    assert sweep.welch_p([0.5], [0.6, 0.7]) is None, "one run: no variance"
+    assert sweep.welch_p([0.5, 0.5, 0.5], [0.6, 0.6, 0.6]) is None, "no spread on either side: undefined"
+
+
+def planted_sweep(root, results, metric="macro_f1"):
+    """A :class:`sweep.Sweep` over run folders holding planted metrics.json files: ``results`` maps a
+    setting to one ``{split: metrics}`` per seed (None: that run has not finished)."""
+    from types import SimpleNamespace
+
+    settings = [sweep.Setting(name, {"model.loss.name": name}) for name in results]
+    seeds = [42, 43, 44]
+    runs = []
+    for setting in settings:
+        for seed, metrics in zip(seeds, results[setting.name]):
+            folder = root / setting.name / f"seed-{seed}"
+            folder.mkdir(parents=True)
+            if metrics is not None:
+                (folder / "metrics.json").write_text(json.dumps(
+                    {**metrics, "train": {"steps": 10}, "wall_time_s": 1.0}), encoding="utf-8")
+            runs.append(sweep.SweepRun(setting, seed, str(folder), SimpleNamespace(do=["train", "eval"]), "done", {}))
+    return sweep.Sweep(str(root), settings, runs, seeds, metric, True, "planted", "planted.json")
+
+
+def split_scores(dev, test, rare=(0.0, 0.0)):
+    def per_class(f1, rare_f1):
+        return {"common": {"precision": f1, "recall": f1, "f1": f1, "support": 90},
+                "rare": {"precision": rare_f1, "recall": rare_f1, "f1": rare_f1, "support": 10}}
+
+    return {"dev": {"macro_f1": dev, "accuracy": dev, "per_class": per_class(dev, rare[0])},
+            "test": {"macro_f1": test, "accuracy": test, "per_class": per_class(test, rare[1])}}
+
+
+def test_the_verdict_is_taken_on_dev_and_test_only_confirms(tmp_path):
+    low, high = [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]
+    summary = sweep.summarise(planted_sweep(tmp_path, {
+        "base": [split_scores(d, t) for d, t in zip(low, low)],
+        "better_on_test_only": [split_scores(d, t, rare=(0.0, 0.3 * i)) for i, (d, t) in enumerate(zip(low, high))],
+        "better_on_dev_only": [split_scores(d, t, rare=(0.2, 0.0)) for d, t in zip(high, low)],
+        "two_seeds": [split_scores(d, t) for d, t in zip(high, high)][:2] + [None],
+    }))
+    assert summary["primary_metric"] == "dev.macro_f1" and summary["confirmation_metric"] == "test.macro_f1"
+    rows = {row["setting"]: row for row in summary["settings"]}
+    p = welch_reference(low, high)
+    assert (rows["better_on_test_only"]["verdict"], rows["better_on_test_only"]["test_verdict"]) == ("tie", "better")
+    assert rows["better_on_test_only"]["verdict_p"] == pytest.approx(1.0), "the same dev runs"
+    assert rows["better_on_test_only"]["test_verdict_p"] == pytest.approx(p, rel=1e-9)
+    assert (rows["better_on_dev_only"]["verdict"], rows["better_on_dev_only"]["test_verdict"]) == ("better", "tie")
+    assert rows["better_on_dev_only"]["verdict_p"] == pytest.approx(p, rel=1e-9)
+    assert rows["two_seeds"]["n"] == 2
+    assert rows["two_seeds"]["verdict"] == rows["two_seeds"]["test_verdict"] == "too few seeds"
+
+    md = sweep.markdown(summary)
+    assert "| verdict on dev.macro_f1 | Welch p | test.macro_f1 (confirmation) | Welch p |" in md
+    assert re.search(r"\| better_on_test_only \| 3 \| .* \| tie \| 1\.000 \| better \| < 0\.001 \|", md), md
+    assert re.search(r"\| better_on_dev_only \| 3 \| .* \| better \| < 0\.001 \| tie \| 1\.000 \|", md), md
+    assert re.search(r"\| two_seeds \| 2 \| .* \| too few seeds \| .* \| too few seeds \|", md), md
+
+    # per-class F1: rare is 0 in every run of base and two_seeds, and on dev of better_on_test_only
+    dev_table = md.split("Per-class F1 on dev", 1)[1].split("Per-class F1 on test", 1)[0]
+    assert "| class | base | better_on_test_only | better_on_dev_only | two_seeds |" in dev_table
+    assert "| common | 0.5100 | 0.5100 | 0.6100 | 0.6050 |" in dev_table
+    assert "| rare | 0.0000 ⚠ | 0.0000 ⚠ | 0.2000 | 0.0000 ⚠ |" in dev_table
+    assert ("Warning: never predicted correctly on dev (F1 0 in every run): rare under base (3 of 3 runs); "
+            "rare under better_on_test_only (3 of 3 runs); rare under two_seeds (2 of 2 runs).") in dev_table
+    test_table = md.split("Per-class F1 on test", 1)[1]
+    assert "| rare | 0.0000 ⚠ | 0.3000 | 0.0000 ⚠ | 0.0000 ⚠ |" in test_table, "one run of three above 0: no flag"
+    assert rows["better_on_test_only"]["per_class_f1"]["test"]["rare"] == {
+        "mean": pytest.approx(0.3), "runs": 3, "zero_in_every_run": False}
+
+
+def test_per_class_f1_reads_the_entity_types_of_sequence_labeling():
+    runs = [{"test": {"micro_f1": 0.5, "per_type": {"PER": {"f1": f, "precision": f, "recall": f, "support": 4},
+                                                    "LOC": {"f1": 0.0, "precision": 0.0, "recall": 0.0, "support": 2}}}}
+            for f in (0.4, 0.6)]
+    assert sweep.per_class_f1(runs) == {"test": {
+        "PER": {"mean": pytest.approx(0.5), "runs": 2, "zero_in_every_run": False},
+        "LOC": {"mean": 0.0, "runs": 2, "zero_in_every_run": True}}}
+    assert sweep.per_class_f1([{"dev": {"auc": 0.7}}]) == {}, "matching: no per-class table"
+
+
+def test_the_book_judges_a_sweep_written_under_the_old_test_rule_again_on_dev(tmp_path):
+    low, high = [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]
+    summary = sweep.summarise(planted_sweep(tmp_path / "out", {
+        "base": [split_scores(d, t) for d, t in zip(low, low)],
+        "better_on_test_only": [split_scores(d, t) for d, t in zip(low, high)]}))
+    old = json.loads(json.dumps(summary))  # as the old rule wrote it: judged on test, no confirmation column
+    for key in ("confirmation_metric", "min_seeds", "p_value"):
+        del old[key]
+    old["primary_metric"] = "test.macro_f1"
+    for row, said in zip(old["settings"], ("baseline", "better")):
+        row["verdict"] = said
+        for key in ("verdict_p", "test_verdict", "test_verdict_p", "per_class_f1"):
+            del row[key]
+    folder = tmp_path / "old" / "sweep"
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps(old), encoding="utf-8")
+    book = tmp_path / "book.md"
+    assert results_book.main([str(folder), "--out", str(book)]) == 0
+    text = book.read_text(encoding="utf-8")
+    assert "Verdict on `dev.macro_f1`" in text and "Verdict on `test.macro_f1`" not in text
+    assert re.search(r"\| better_on_test_only \| 3 \| .* \| tie \| 1\.000 \| better \| < 0\.001 \|", text), text
+    assert "at least 3 finished seeds" in text and "confirmation on unseen data" in text
+    assert "Per-class F1" not in text, "an old sweep.json has no per-class F1: no empty table"
 
 
 def test_setting_names_are_readable_and_safe():
@@ -330,8 +467,11 @@ def test_the_book_can_judge_another_key_metric_by_the_same_rule():
                "greater_is_better": True, "seeds": [1, 2, 3],
                "settings": [row("ce", [0.80, 0.81, 0.82]), row("focal", [0.90, 0.91, 0.92]), row("dice", [0.81, 0.8]),
                             dict(row("ghm", [0.95, 0.96]), diverged=[{"seed": 3}])]}
+    p = welch_reference([0.80, 0.81, 0.82], [0.90, 0.91, 0.92])
     assert results_book.also_verdicts(summary, "test.f1") == [
-        "Verdicts on `test.f1` by the same rule, against ce: focal: better; dice: tie; ghm: diverged 1 of 3.", ""]
+        f"Confirmation on `test.f1` by the same rule, against ce (test: not for choosing): focal: better (Welch p "
+        f"{p:.3f}); dice: too few seeds (Welch p {welch_reference([0.80, 0.81, 0.82], [0.81, 0.8]):.3f}); "
+        f"ghm: diverged 1 of 3.", ""]
     assert results_book.also_verdicts(summary, "test.auc") == [] and results_book.also_verdicts(summary, "x") == []
 
 

@@ -30,20 +30,24 @@ is refused, as it would replace that sweep's table.
 
 The results (``sweep.json``, ``sweep.md``, ``sweep.png`` in
 ``<output_dir>/sweep/``) give per setting the mean and the sample standard
-deviation (ddof=1) over seeds of the key metrics, and a verdict against the
-baseline (:func:`verdict`). They are rewritten after every run.
+deviation (ddof=1) over seeds of the key metrics, a verdict against the
+baseline on dev (:func:`verdict`; the metric the best model is chosen on)
+with the Welch p-value beside it, the same on test as the confirmation, and
+the mean F1 per class. They are rewritten after every run.
 
 One module per part: the grid (:mod:`~appzoo.sweep.settings`), the runs
 (:mod:`~appzoo.sweep.runs`), the results (:mod:`~appzoo.sweep.summary`) and
 their plot (:mod:`~appzoo.sweep.plots`).
 """
 from appzoo.sweep.settings import SET_BY_SWEEP, Setting, grid, parse_axes, setting_name
-from appzoo.sweep.summary import DIVERGED_FILE, HEADLINE_METRICS, judge, markdown, run_values, summarise, verdict
+from appzoo.sweep.summary import (DIVERGED_FILE, HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown,
+                                  per_class_f1, run_values, summarise, verdict, welch_p)
 from appzoo.sweep.plots import plot
 from appzoo.sweep.runs import ENDED, Sweep, SweepRun, plan_sweep, run_state, run_sweep, write_results
 
 __all__ = [
     "SET_BY_SWEEP", "Setting", "grid", "parse_axes", "setting_name",
-    "DIVERGED_FILE", "HEADLINE_METRICS", "judge", "markdown", "run_values", "summarise", "verdict", "plot",
+    "DIVERGED_FILE", "HEADLINE_METRICS", "MIN_SEEDS", "judge", "judge_summary", "markdown", "per_class_f1",
+    "run_values", "summarise", "verdict", "welch_p", "plot",
     "ENDED", "Sweep", "SweepRun", "plan_sweep", "run_state", "run_sweep", "write_results",
 ]

@@ -1,5 +1,6 @@
 """The results of a sweep: per setting the mean and sample std over seeds of the
-key metrics, a verdict against the baseline, and the markdown table."""
+key metrics and of each class's F1, verdicts against the baseline (chosen on
+dev, confirmed on test), and the markdown table."""
 import math
 import os
 import statistics
@@ -20,38 +21,85 @@ def complete(metrics, do):
     return "eval" not in do or "dev" in metrics or "test" in metrics
 
 
+#: Fewer runs than this on either side and a verdict says "too few seeds": two runs give a std, not a judgement.
+MIN_SEEDS = 3
+VERDICT_RULE = (f"better/worse than the baseline (the first setting) only when both have at least {MIN_SEEDS} "
+                f"finished seeds and the gap between the means exceeds 2 std of both settings; else tie, or "
+                f"too few seeds. The verdict that chooses a setting is on dev (metric_for_best); the one on test, "
+                f"by the same rule, is the confirmation on unseen data")
+P_VALUE = "two-sided Welch's t-test against the baseline (scipy.stats.ttest_ind, equal_var=False)"
+
+
 def verdict(baseline, values, greater_is_better=True):
-    """``better``/``worse`` than the baseline only when the gap between the
-    means exceeds 2 sample standard deviations (ddof=1) of both settings;
-    else ``tie``. With one run on either side the std is undefined:
-    ``tie (n=1)``."""
+    """``better``/``worse`` than the baseline only when both sides have at
+    least :data:`MIN_SEEDS` runs and the gap between the means exceeds 2
+    sample standard deviations (ddof=1) of both settings; else ``tie``.
+    With fewer runs on either side: ``too few seeds``."""
     if not baseline or not values:
         return "n/a"
-    if len(baseline) < 2 or len(values) < 2:
-        return "tie (n=1)"
+    if len(baseline) < MIN_SEEDS or len(values) < MIN_SEEDS:
+        return "too few seeds"
     gap = statistics.fmean(values) - statistics.fmean(baseline)
     if abs(gap) > 2 * statistics.stdev(baseline) and abs(gap) > 2 * statistics.stdev(values):
         return "better" if (gap > 0) == greater_is_better else "worse"
     return "tie"
 
 
-def judge(rows, key, greater_is_better, seeds):
-    """Set each summary row's ``verdict`` on ``key`` against the first row
-    (:func:`verdict`). A setting with diverged runs is judged by those alone
+def welch_p(baseline, values):
+    """The two-sided p-value of Welch's t-test (unequal variances) between the
+    runs of a setting and of the baseline; None with fewer than 2 runs on a
+    side or no spread on either (the test is undefined there)."""
+    if len(baseline) < 2 or len(values) < 2 or not statistics.stdev(baseline) and not statistics.stdev(values):
+        return None
+    import warnings
+
+    from scipy.stats import ttest_ind
+
+    with warnings.catch_warnings():  # nearly equal runs: scipy warns of precision loss, the p-value is still right
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(ttest_ind(values, baseline, equal_var=False).pvalue)
+    return p if math.isfinite(p) else None
+
+
+def judge(rows, key, greater_is_better, seeds, field="verdict"):
+    """Set each summary row's ``field`` to its verdict on ``key`` against the
+    first row (:func:`verdict`) and ``field + "_p"`` to the Welch p-value
+    (:func:`welch_p`). A setting with diverged runs is judged by those alone
     (a mean over the runs that survived would flatter it), and nothing is
     judged against a baseline that diverged. Returns ``rows``."""
     base = rows[0]
     for i, row in enumerate(rows):
+        row.setdefault("diverged", [])
+        p = None
         if i == 0:
-            row["verdict"] = "baseline"
+            said = "baseline"
         elif base["diverged"]:
-            row["verdict"] = "n/a (the baseline diverged)"
+            said = "n/a (the baseline diverged)"
         else:
-            row["verdict"] = verdict(run_values(base, key), run_values(row, key), greater_is_better)
+            said = verdict(run_values(base, key), run_values(row, key), greater_is_better)
+            p = welch_p(run_values(base, key), run_values(row, key))
         if row["diverged"]:
             share = f"{len(row['diverged'])} of {seeds}"
-            row["verdict"] = f"baseline, diverged {share}" if i == 0 else f"diverged {share}"
+            said, p = (f"baseline, diverged {share}" if i == 0 else f"diverged {share}"), None
+        row[field], row[f"{field}_p"] = said, p
     return rows
+
+
+def judge_summary(summary):
+    """Take a summary's verdicts by the current rule: the choosing verdict on
+    ``dev.<metric_for_best>`` and, where test was evaluated, the confirmation
+    on ``test.<metric_for_best>``. Also re-judges a sweep.json written under an
+    older rule (which judged on test). Returns ``summary``."""
+    keys, metric = summary["key_metrics"], summary["metric_for_best"]
+    selection, confirmation = f"dev.{metric}", f"test.{metric}"
+    summary.update(primary_metric=selection, confirmation_metric=confirmation if confirmation in keys else None,
+                   min_seeds=MIN_SEEDS, verdict_rule=VERDICT_RULE, p_value=P_VALUE)
+    rows, seeds = summary["settings"], len(summary["seeds"])
+    if rows:
+        judge(rows, selection, summary["greater_is_better"], seeds)
+        if summary["confirmation_metric"]:
+            judge(rows, confirmation, summary["greater_is_better"], seeds, field="test_verdict")
+    return summary
 
 
 def _stats(values):
@@ -67,8 +115,24 @@ def _key_metrics(sweep, per_run):
         key = f"{split}.{name}"
         if key not in keys and any(isinstance(m.get(split, {}).get(name), (int, float)) for m in per_run):
             keys.append(key)
-    primary = f"test.{sweep.metric}" if f"test.{sweep.metric}" in keys else f"dev.{sweep.metric}"
-    return keys, primary
+    return keys
+
+
+def per_class_f1(per_run):
+    """``{split: {class: {"mean", "runs", "zero_in_every_run"}}}`` over the runs' metrics.json:
+    ``per_class`` (classification) or ``per_type`` (entity types of sequence labeling)."""
+    out = {}
+    for split in ("dev", "test"):
+        f1s = {}
+        for metrics in per_run:
+            table = metrics.get(split, {}).get("per_class") or metrics.get(split, {}).get("per_type") or {}
+            for name, scores in table.items():
+                if isinstance(scores, dict) and isinstance(scores.get("f1"), (int, float)):
+                    f1s.setdefault(name, []).append(float(scores["f1"]))
+        if f1s:
+            out[split] = {name: {"mean": statistics.fmean(v), "runs": len(v), "zero_in_every_run": not any(v)}
+                          for name, v in f1s.items()}
+    return out
 
 
 def _value(metrics, key):
@@ -91,7 +155,7 @@ def summarise(sweep):
         path = os.path.join(r.folder, DIVERGED_FILE)
         if r.folder not in finished and os.path.exists(path):
             diverged[r.folder] = files.read_json(path, "divergence record of a sweep run")
-    keys, primary = _key_metrics(sweep, list(finished.values()))
+    keys = _key_metrics(sweep, list(finished.values()))
     rows = []
     for setting in sweep.settings:
         runs = [r for r in sweep.runs if r.setting is setting and r.folder in finished]
@@ -103,18 +167,17 @@ def summarise(sweep):
             "metrics": {k: _stats([p["metrics"][k] for p in per_run if p["metrics"][k] is not None]) for k in keys},
             "wall_time_s": {"mean": statistics.fmean(walls) if walls else None, "total": sum(walls)},
             "runs": per_run,
+            "per_class_f1": per_class_f1([finished[r.folder] for r in runs]),
             "diverged": [{"seed": r.seed, "folder": r.folder, "error": diverged[r.folder].get("error")}
                          for r in sweep.runs if r.setting is setting and r.folder in diverged],
         })
-    judge(rows, primary, sweep.greater_is_better, len(sweep.seeds))
-    return {"param_path": sweep.param_path, "command": sweep.command, "seeds": sweep.seeds,
-            "metric_for_best": sweep.metric, "primary_metric": primary, "key_metrics": keys,
-            "greater_is_better": sweep.greater_is_better, "std": "sample standard deviation (ddof=1)",
-            "verdict_rule": "better/worse than the baseline (the first setting) only when the gap between the "
-                            "means exceeds 2 std of both settings; else tie (tie (n=1) when a setting has one run)",
-            "runs_finished": len(finished), "runs_diverged": len(diverged), "runs_planned": len(sweep.runs),
-            "environment": environment(),
-            "settings": rows}
+    return judge_summary({
+        "param_path": sweep.param_path, "command": sweep.command, "seeds": sweep.seeds,
+        "metric_for_best": sweep.metric, "key_metrics": keys,
+        "greater_is_better": sweep.greater_is_better, "std": "sample standard deviation (ddof=1)",
+        "runs_finished": len(finished), "runs_diverged": len(diverged), "runs_planned": len(sweep.runs),
+        "environment": environment(),
+        "settings": rows})
 
 
 def environment():
@@ -156,22 +219,68 @@ def _fmt(stats):
     return f"{stats['mean']:.4f} ± {stats['std']:.4f}"
 
 
+def _fmt_p(p):
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def markdown(summary, heading="#"):
-    keys = summary["key_metrics"]
+    keys, primary, confirmation = summary["key_metrics"], summary["primary_metric"], summary.get("confirmation_metric")
     lines = [f"{heading} Sweep of {summary['param_path']}", ""]
     if summary["command"]:
         lines += [f"Command: `{summary['command']}`", ""]
     diverged = summary.get("runs_diverged")
     said = f" ({diverged} more diverged: a non-finite loss; see their diverged.json)" if diverged else ""
+    higher = "higher" if summary["greater_is_better"] else "lower"
+    rule = (f"Verdict on `{primary}` ({higher} is better), the dev metric a setting is chosen on, against the first "
+            f"setting: better or worse only when both have at least {summary.get('min_seeds', MIN_SEEDS)} finished "
+            f"seeds and the gap between the means exceeds 2 std of both settings, else tie (too few seeds below "
+            f"that). Welch p: two-sided Welch's t-test against the first setting, beside the rule.")
+    if confirmation:
+        rule += (f" The verdict on `{confirmation}`, by the same rule, is the confirmation on unseen test data, "
+                 f"not a reason to choose.")
+    header = f"| setting | seeds | {' | '.join(keys)} | wall per run (s) | verdict on {primary} | Welch p |"
+    if confirmation:
+        header += f" {confirmation} (confirmation) | Welch p |"
     lines += [f"Seeds {', '.join(map(str, summary['seeds']))}; runs finished {summary['runs_finished']} of "
               f"{summary['runs_planned']}{said}. Cells are mean ± std over seeds, std being the sample standard "
-              f"deviation (ddof=1). Verdict on `{summary['primary_metric']}` "
-              f"({'higher' if summary['greater_is_better'] else 'lower'} is better) against the first setting: "
-              f"better or worse only when the gap between the means exceeds 2 std of both settings, else tie.", "",
-              "| setting | n | " + " | ".join(keys) + " | wall per run (s) | verdict |",
-              "|---|---|" + "---|" * len(keys) + "---|---|"]
+              f"deviation (ddof=1). {rule}", "",
+              header, "|---|---|" + "---|" * len(keys) + "---|---|---|" + ("---|---|" if confirmation else "")]
     for row in summary["settings"]:
         wall = row["wall_time_s"]["mean"]
-        lines.append(f"| {row['setting']} | {row['n']} | " + " | ".join(_fmt(row["metrics"][k]) for k in keys)
-                     + f" | {'–' if wall is None else f'{wall:.1f}'} | {row['verdict']} |")
-    return "\n".join(lines) + "\n"
+        line = (f"| {row['setting']} | {row['n']} | " + " | ".join(_fmt(row["metrics"][k]) for k in keys)
+                + f" | {'–' if wall is None else f'{wall:.1f}'} | {row['verdict']} | {_fmt_p(row.get('verdict_p'))} |")
+        if confirmation:
+            line += f" {row['test_verdict']} | {_fmt_p(row.get('test_verdict_p'))} |"
+        lines.append(line)
+    return "\n".join(lines + _per_class_tables(summary)) + "\n"
+
+
+def _per_class_tables(summary):
+    """Mean F1 per class (rows) and setting (columns), per split; a class with F1 0 in every run of a setting is
+    flagged and named below its table."""
+    rows = summary["settings"]
+    lines = []
+    for split in ("dev", "test"):
+        tables = [row.get("per_class_f1", {}).get(split, {}) for row in rows]
+        names = list(dict.fromkeys(name for table in tables for name in table))
+        if not names:
+            continue
+        lines += ["", f"Per-class F1 on {split}, mean over seeds (⚠: F1 0 in every run of the setting):", "",
+                  "| class | " + " | ".join(row["setting"] for row in rows) + " |", "|---|" + "---|" * len(rows)]
+        zero = []
+        for name in names:
+            cells = []
+            for row, table in zip(rows, tables):
+                cell = table.get(name)
+                if cell is None:
+                    cells.append("–")
+                    continue
+                cells.append(f"{cell['mean']:.4f}" + (" ⚠" if cell["zero_in_every_run"] else ""))
+                if cell["zero_in_every_run"]:
+                    zero.append(f"{name} under {row['setting']} ({cell['runs']} of {cell['runs']} runs)")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if zero:
+            lines += ["", f"Warning: never predicted correctly on {split} (F1 0 in every run): {'; '.join(zero)}."]
+    return lines

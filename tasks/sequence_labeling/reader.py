@@ -83,10 +83,11 @@ class SequenceLabelingReader(DatasetReader):
             raise ConfigError(f"dataset_reader.{key}: not used with format 'line' "
                               f"(tokens<TAB>tags, each side split on spaces)")
         want = {"conll": int, "jsonl": str, "spans": str}.get(format)
-        for key, value in (("token_column", token_column), ("tag_column", tag_column)):
+        for i, (key, value) in enumerate((("token_column", token_column), ("tag_column", tag_column))):
             if want and value is not None and (type(value) is not want):
                 kind = "a column index" if want is int else "a field name"
-                raise ConfigError(f"dataset_reader.{key}: format {format!r} needs {kind}, got {value!r}")
+                raise ConfigError(f"dataset_reader.{key}: format {format!r} needs {kind}, got {value!r} (null "
+                                  f"or left out: {format}'s default {DEFAULT_COLUMNS[format][i]!r})")
         if delimiter is not None and format != "conll":
             raise ConfigError(f"dataset_reader.delimiter: only used with format 'conll', got format {format!r}")
         if format == "spans" and scheme not in ("auto", "BIO"):
