@@ -40,6 +40,8 @@ MARKER = bundle.MARKER
 #: What a run writes into its folder; all of it is moved aside when a run is replaced.
 RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
                  "predictions.jsonl", "report.md", "plots", "inference", "vocab", "vdl", "audit.md", "audit.json")
+#: What ``--do audit`` writes: it describes the data, not a model, so a folder holding only these holds no run.
+AUDIT_FILES = ("audit.md", "audit.json")
 REPLACED = ".replaced"
 JOURNAL = "JOURNAL.json"
 LOCK_INFO = ".lock"
@@ -120,9 +122,11 @@ class RunFolder:
     # .replaced/, with the name of the old best/ target in .replaced/BEST.
     def replace_run(self):
         """Move every artifact of an older run but ``best/`` into ``.replaced/``,
-        after writing down (``.replaced/JOURNAL.json``) what will be moved."""
+        after writing down (``.replaced/JOURNAL.json``) what will be moved.
+        A folder that holds only an audit (``--do audit`` before the first
+        training) holds no run: its audit stays as it is."""
         names = [n for n in RUN_ARTIFACTS if n != "best" and os.path.lexists(self.path(n))]
-        if not names:
+        if set(names) <= set(AUDIT_FILES):  # nothing, or the audit a user ran before training: it stays
             return
         aside = self.path(REPLACED)
         os.makedirs(aside, exist_ok=True)

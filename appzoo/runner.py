@@ -237,6 +237,8 @@ def _audit(plan, p, folder, is_main):
         files.write_text(folder.path("audit.md"), to_markdown(report, plan.source))
         for warning in report["warnings"]:
             note(f"audit: {warning}")
+        for advice in report["what_to_try"]:
+            note(f"audit: try {advice['key']}: {advice['try']} ({advice['why']})")
         note(f"audit: written {folder.path('audit.md')}")
 
 

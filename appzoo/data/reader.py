@@ -28,6 +28,8 @@ class DatasetReader:
     MODEL_KEYS = ()
     #: True when the batch mates are part of the loss (in-batch negatives): batches are then not length-sorted
     batch_composition_matters = False
+    #: what encoding does to an input longer than max_seq_len: "cut" (its end is lost) or "windows"
+    long_inputs = "cut"
 
     @check_args("dataset_reader")
     def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "
@@ -149,6 +151,18 @@ class DatasetReader:
         ``no_duplicates``; None where batch mates are not the negatives. The
         plan calls it with ``[]``, as :meth:`sampling_classes`."""
         return None
+
+    def audit_classes(self, examples, labels):
+        """``(counts, names)`` for the audit's imbalance and per-class
+        findings: a Counter of the classes in ``examples`` (empty without
+        gold) and every class name of ``labels``. By default the classes are
+        the labels; sequence labeling counts entity types."""
+        counts = Counter()
+        for example in examples:
+            value = example.get("label")
+            if value is not None:
+                counts.update(value if isinstance(value, list) else [value])
+        return counts, list(labels)
 
     def audit(self, splits, features, batch_size):
         """Task findings for ``--do audit`` (:mod:`appzoo.audit`): a JSON-able

@@ -51,6 +51,7 @@ class SequenceLabelingReader(DatasetReader):
     """
 
     default_metric = "micro_f1"
+    long_inputs = "windows"  # a sentence longer than max_seq_len becomes overlapping windows
 
     @check_args("dataset_reader")
     def __init__(self, format: Annotated[Literal[FORMATS], Key(
@@ -242,13 +243,23 @@ class SequenceLabelingReader(DatasetReader):
         if saved and self.configured_scheme == "auto":
             self.scheme = saved
 
+    def audit_classes(self, examples, labels):
+        """Entity types, counted in entities: ``O`` is no class (its share of
+        the tokens is in :meth:`audit`)."""
+        counts = Counter(kind for e in examples if e["tags"] is not None
+                         for kind, _, _ in entity_spans(e["tags"], self.scheme))
+        return counts, list(dict.fromkeys(t.split("-", 1)[1] for t in labels if "-" in t))
+
     def audit(self, splits, features, batch_size):
-        """Sentences that windows cut, and the entities no single window holds whole."""
+        """The share of tokens tagged O, sentences that windows cut, and the
+        entities no single window holds whole."""
         out, warnings = {}, []
         for split in ("train", "dev", "test"):
             examples, feats = splits.get(split), features.get(split)
             if not examples or not feats or examples[0]["tags"] is None:
                 continue
+            tags = [t for e in examples for t in e["tags"]]
+            out[f"{split}: tokens tagged O"] = f"{sum(t == 'O' for t in tags) / len(tags):.1%}"
             cut, broken = split_entities(examples, feats, self.scheme)
             out[f"{split}: sentences cut into windows"] = len(cut)
             out[f"{split}: entities that no window holds whole"] = len(broken)
