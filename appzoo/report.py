@@ -13,6 +13,8 @@ def write(output_dir, metrics, history, labels, plots=True):
     if best:
         lines += [f"Best checkpoint: step {best['step']}"
                   + (f", dev {best['metric']} = {best['value']:.4f}" if best.get("value") is not None else ""), ""]
+        if best.get("note"):  # the runner's under-training note
+            lines += [f"Note: {best['note']}", ""]
     for split in ("dev", "test"):
         if split not in metrics:
             continue

@@ -188,6 +188,10 @@ def _modes(plan, prepared, folder, resume_from, started):
                  f"trainer.resume trains no further")
         metrics["best"] = {"step": state.best_step if dev else state.global_step,
                            "metric": trainer.metric if dev else None, "value": state.best_metric}
+        undertrained = dev and _best_is_last(state, trainer.history, trainer.metric)
+        if undertrained and trainer.is_main:
+            metrics["best"]["note"] = undertrained
+            note(f"note: {undertrained}")
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
     if "eval" in plan.do:  # every rank evaluates its share; the main process writes
@@ -213,6 +217,16 @@ def _modes(plan, prepared, folder, resume_from, started):
     metrics["wall_time_s"] = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
     _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, trained.labels)
     return metrics
+
+
+def _best_is_last(state, history, metric):
+    """A note when the best model is that of the last of several dev
+    evaluations: the metric was still improving when training stopped."""
+    evaluations = [row["step"] for row in history if f"dev_{metric}" in row]
+    if len(evaluations) < 2 or state.best_step != evaluations[-1]:
+        return None
+    return (f"the best checkpoint is the last evaluated step ({state.best_step}): dev {metric} was still "
+            f"improving, so the model may be under-trained (try more trainer.epochs or trainer.max_steps)")
 
 
 def _callbacks(plan, folder):
