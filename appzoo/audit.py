@@ -54,7 +54,7 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
             if row["longer_than_max_seq_len"]:
                 what = "split into windows" if reader.long_inputs == "windows" else "cut to it"
                 warn(f"{split}: {row['longer_than_max_seq_len']} of {len(examples)} inputs "
-                     f"({row['share_cut']:.1%}) are longer than max_seq_len={max_seq_len} tokens (the longest "
+                     f"({_percent(row['share_cut'])}) are longer than max_seq_len={max_seq_len} tokens (the longest "
                      f"{row['length_percentiles']['max']}) and are {what}")
             unknown = words.unknown(reader.texts(examples))
             if unknown is not None:
@@ -149,7 +149,9 @@ def what_to_try(report, balanced_batches=True):
                        "why": f"train classes are {train['imbalance_ratio']:g} apart ({next(iter(counts))!r} "
                               f"{max(counts.values())}, {rare!r} {counts[rare]}); balanced batches draw each class "
                               f"by the square root of its frequency"})
-    cut = {s: row for s, row in splits.items() if row.get("longer_than_max_seq_len")}
+    # worth a key change when more than 1% are cut (p99 beyond max_seq_len); a few outliers are not
+    cut = {s: row for s, row in splits.items()
+           if row.get("length_percentiles", {}).get("p99", 0) > report["max_seq_len"]}
     if cut:
         first, row = next(iter(cut.items()))
         p99 = max(r["length_percentiles"]["p99"] for r in cut.values())
@@ -159,7 +161,7 @@ def what_to_try(report, balanced_batches=True):
         else:
             remedy = f"raise it toward {p99} (p99, within the encoder's positions), or split long texts into windows"
         advice.append({"key": "dataset_reader.max_seq_len", "try": p99,
-                       "why": f"{first}: {row['share_cut']:.1%} of the inputs are longer than "
+                       "why": f"{first}: {_percent(row['share_cut'])} of the inputs are longer than "
                               f"{report['max_seq_len']} tokens; {remedy}"})
     few = {k: v for k, v in splits.get("dev", {}).get("labels", {}).items() if v < FEW_DEV_EXAMPLES}
     if few:
@@ -233,7 +235,7 @@ def to_markdown(report, title):
     for split, row in report["splits"].items():
         p = row.get("length_percentiles")
         lengths = f"{p['p50']} / {p['p90']} / {p['p99']} / {p['max']}" if p else "—"
-        longer = f"{row['longer_than_max_seq_len']} ({row['share_cut']:.1%})" if p else "—"
+        longer = f"{row['longer_than_max_seq_len']} ({_percent(row['share_cut'])})" if p else "—"
         lines.append(f"| {split} | {row['examples']} | {len(row.get('labels', {})) or '—'} | "
                      f"{row.get('imbalance_ratio', '—')} | {lengths} | {longer} | "
                      f"{row.get('unknown_token_share', '—')} |")
@@ -254,6 +256,11 @@ def to_markdown(report, title):
     if report.get("task"):
         lines += ["", "## Task", ""] + [f"- **{k}**: {_clip(v, 300)}" for k, v in report["task"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _percent(share):
+    """A share as a percentage that never reads 0.0% for a few."""
+    return "<0.1%" if 0 < share < 0.001 else f"{share:.1%}"
 
 
 def _clip(value, width=160):

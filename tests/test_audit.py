@@ -144,3 +144,16 @@ def test_ner_imbalance_is_over_entity_types_with_o_apart(tmp_path, capsys):
     assert row["length_percentiles"]["max"] == 6  # 4 characters, [CLS], [SEP]
     few = [a for a in report["what_to_try"] if a["key"] == "dataset_reader.dev"]
     assert few[0]["why"] == "dev has fewer than 10 examples of 'PER' (1), 'LOC' (1): their F1 will be noisy"
+
+
+def test_a_few_long_outliers_ask_for_no_longer_max_seq_len():
+    """2 of 5000 cut (p99 within max_seq_len) is a warning, not a reason to change the key."""
+    from appzoo.audit import _percent, what_to_try
+
+    row = {"examples": 5000, "length_percentiles": {"p50": 23, "p90": 32, "p99": 40, "max": 147},
+           "longer_than_max_seq_len": 2, "share_cut": 0.0004}
+    report = {"max_seq_len": 64, "splits": {"train": row}, "leakage": {}}
+    assert what_to_try(report) == []
+    assert _percent(0.0004) == "<0.1%" and _percent(0.0) == "0.0%" and _percent(0.068) == "6.8%"
+    row["length_percentiles"]["p99"] = 70
+    assert [a["try"] for a in what_to_try(report)] == [70]
