@@ -154,12 +154,13 @@ def what_to_try(report, balanced_batches=True):
            if row.get("length_percentiles", {}).get("p99", 0) > report["max_seq_len"]}
     if cut:
         first, row = next(iter(cut.items()))
-        p99 = max(r["length_percentiles"]["p99"] for r in cut.values())
+        p99 = row["length_percentiles"]["p99"]
         if report.get("long_inputs") == "windows":
-            remedy = (f"raise it toward {p99} (p99) for fewer windows, or dataset_reader.window_overlap for more "
-                      f"context at each cut")
+            remedy = (f"raise it toward {p99} ({first} p99) for fewer windows, or dataset_reader.window_overlap "
+                      f"for more context at each cut")
         else:
-            remedy = f"raise it toward {p99} (p99, within the encoder's positions), or split long texts into windows"
+            remedy = (f"raise it toward {p99} ({first} p99, within the encoder's positions), or split long texts "
+                      f"into windows")
         advice.append({"key": "dataset_reader.max_seq_len", "try": p99,
                        "why": f"{first}: {_percent(row['share_cut'])} of the inputs are longer than "
                               f"{report['max_seq_len']} tokens; {remedy}"})
