@@ -532,6 +532,14 @@ def _(ws):
     return argv(params)
 
 
+@case("ner-sentence-ends-inside-an-entity", "data rows", r"train\.bmes:8\b", r"M-ORG -> \(end\)", stage=READ)
+def _(ws):
+    rows = ["张 B-PER", "三 E-PER", "来 O", "", "中 B-ORG", "国 M-ORG", "银 M-ORG", "", "好 S-LOC", ""]
+    train = ws.write("data/train.bmes", "\n".join(rows * 3) + "\n")  # the 2nd sentence never closes its ORG
+    return argv(ws.params(NER, dataset_reader__train=train, dataset_reader__dev=train, dataset_reader__test=DELETE,
+                          dataset_reader__predict=DELETE, dataset_reader__invalid_gold="error"))
+
+
 @case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]", stage=READ)
 def _(ws):
     rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
