@@ -62,12 +62,15 @@ def _gather(rows, outputs, losses, sizes):
     return rows, outputs, losses, sizes
 
 
-def evaluate(engine, bundle, examples, features, *, fit=False, **options):
+def evaluate(engine, bundle, examples, features, *, fit=False, with_predictions=False, **options):
     """Metrics of one labelled split (with the mean loss when the engine gives
     one); ``fit`` lets the reader tune on it first (dev during training: a
-    decision threshold, say)."""
+    decision threshold, say). ``with_predictions``: ``(metrics,
+    predictions)``, the predictions the metrics were computed from (for
+    ``predictions/<split>.jsonl`` and ``errors.md``, without predicting twice)."""
     predictions, loss = predict(engine, bundle, examples, features, **options)
     if fit:
         bundle.reader.fit(examples, predictions, bundle.labels)
     metrics = bundle.reader.evaluate(examples, predictions, bundle.labels)
-    return metrics if loss is None else {"loss": loss, **metrics}
+    metrics = metrics if loss is None else {"loss": loss, **metrics}
+    return (metrics, predictions) if with_predictions else metrics

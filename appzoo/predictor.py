@@ -87,6 +87,8 @@ class Predictor:
         """``(predictions, None)`` as the trainer gives them (no loss: the graphs take no labels)."""
         return prediction.predict(self.engine, self.bundle, examples, features, batch_size=self.batch_size)
 
-    def evaluate(self, examples, features, split=None):
-        """The reader's metrics of one labelled split."""
-        return prediction.evaluate(self.engine, self.bundle, examples, features, batch_size=self.batch_size)
+    def evaluate(self, examples, features, split=None, with_predictions=False):
+        """The reader's metrics of one labelled split; ``with_predictions``:
+        ``(metrics, predictions)`` (:func:`appzoo.prediction.evaluate`)."""
+        return prediction.evaluate(self.engine, self.bundle, examples, features, batch_size=self.batch_size,
+                                   with_predictions=with_predictions)

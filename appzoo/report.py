@@ -25,7 +25,12 @@ def write(output_dir, metrics, history, labels, plots=True):
             lines += ["", "| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
             lines += [f"| {name} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | {row['support']} |"
                       for name, row in table.items()]
+        if metrics[split].get("class_warnings"):  # appzoo.mistakes: classes never predicted or with F1 0
+            lines += [""] + [f"- {line}" for line in metrics[split]["class_warnings"]]
         lines.append("")
+    if os.path.exists(os.path.join(output_dir, "errors.md")):
+        lines += ["The mistakes of each evaluated split, class by class: [errors.md](errors.md); every "
+                  "prediction: `predictions/<split>.jsonl`.", ""]
     if images:
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
     lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")

@@ -14,7 +14,7 @@ import time
 
 from appzoo import bundle as bundles
 from appzoo import callbacks as cb
-from appzoo import files, interrupts
+from appzoo import files, interrupts, mistakes
 from appzoo.archive import RunFolder
 from appzoo.data.dataset_config import SPLITS
 from appzoo.errors import ConfigError, Interrupted
@@ -195,9 +195,15 @@ def _modes(plan, prepared, folder, resume_from, started):
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
     if "eval" in plan.do:  # every rank evaluates its share; the main process writes
+        evaluated = {}
         for split in ("dev", "test"):
             if split in p.splits:
-                metrics[split] = (predictor or trainer).evaluate(p.splits[split], p.features[split], split=split)
+                metrics[split], predictions = (predictor or trainer).evaluate(
+                    p.splits[split], p.features[split], split=split, with_predictions=True)
+                evaluated[split] = (p.splits[split], predictions)
+        if trainer.is_main:  # predictions/<split>.jsonl, errors.md, and the class warnings into metrics
+            for warning in mistakes.write(folder.root, trained.reader, trained.labels, evaluated, metrics):
+                note(warning)
     if "predict" in plan.do:
         if not p.splits["predict"] and trainer.is_main:
             note(f"note: {plan.data.predict} has no rows to predict; predictions.jsonl is empty")

@@ -315,12 +315,13 @@ class Trainer:
         self.model.eval()
         return prediction.predict(self._run, self.bundle, examples, features, **self._loop_options(desc))
 
-    def evaluate(self, examples, features, split, fit=False):
+    def evaluate(self, examples, features, split, fit=False, with_predictions=False):
         """Metrics of one split; ``fit`` lets the reader tune on it first (dev
-        during training: a decision threshold, say)."""
+        during training: a decision threshold, say); ``with_predictions``:
+        ``(metrics, predictions)`` (:func:`appzoo.prediction.evaluate`)."""
         self.model.eval()
         return prediction.evaluate(self._run, self.bundle, examples, features, fit=fit,
-                                   **self._loop_options(f"eval {split}"))
+                                   with_predictions=with_predictions, **self._loop_options(f"eval {split}"))
 
     def _run(self, batch, tensors):
         return self.model(**self._inputs(tensors))

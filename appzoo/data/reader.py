@@ -115,8 +115,17 @@ class DatasetReader:
         raise NotImplementedError
 
     def prediction_rows(self, examples, predictions, labels):
-        """JSON-serialisable rows for predictions.jsonl."""
+        """JSON-serialisable rows for predictions.jsonl (and for
+        ``predictions/<split>.jsonl``: there with the gold label under ``gold``)."""
         raise NotImplementedError
+
+    def mistakes(self, examples, predictions, labels):
+        """The mistakes of one labelled split, for ``errors.md`` and the
+        never-predicted warnings: a dict built with :mod:`appzoo.mistakes`'s
+        helpers (``label_mistakes``, ``multilabel_mistakes``,
+        ``entity_mistakes``), or None where this reader lists none (errors.md
+        then says so, and warns from the per-class table alone)."""
+        return None
 
     def fit(self, examples, predictions, labels):
         """Tune what is tuned on dev (a decision threshold) from the dev

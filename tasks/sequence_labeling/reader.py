@@ -15,6 +15,7 @@ from appzoo.data.reader import DatasetReader, label_counts, read_label_file, war
 from appzoo.data.tabular import Column
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import SCHEMES, entity_spans
+from appzoo.mistakes import entity_mistakes
 from appzoo.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
 from tasks.sequence_labeling.formats import (
@@ -316,4 +317,11 @@ class SequenceLabelingReader(DatasetReader):
                 row["gold"] = example["tags"]
             rows.append(row)
         return rows
+
+    def mistakes(self, examples, predictions, labels):
+        """Entities missed, spurious, of the wrong type or with wrong boundaries, in their sentences."""
+        join = "".join if self.format == "spans" else join_tokens
+        return entity_mistakes([e["tokens"] for e in examples],
+                               [entity_spans(e["tags"], self.scheme) for e in examples],
+                               [entity_spans(p["tags"], self.scheme) for p in predictions], join)
 

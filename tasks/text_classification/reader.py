@@ -13,6 +13,7 @@ from appzoo.data.tabular import (
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
+from appzoo.mistakes import label_mistakes, multilabel_mistakes
 from appzoo.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
 
@@ -278,6 +279,20 @@ class ClassificationReader(DatasetReader):
                 row["gold"] = example["label"]
             rows.append(row)
         return rows
+
+    def mistakes(self, examples, predictions, labels):
+        """Single-label: each misclassified text, its confidence the
+        probability of the predicted class (beside it the gold class's);
+        multi-label: labels missed and labels given wrongly."""
+        texts = [e["text"] for e in examples]
+        if self.multi_label:
+            return multilabel_mistakes(texts, [e["label"] for e in examples], [p["labels"] for p in predictions],
+                                       [p["probs"] for p in predictions], labels)
+        index = {name: i for i, name in enumerate(labels)}
+        return label_mistakes(texts, [e["label"] for e in examples], [p["label"] for p in predictions],
+                              [float(np.max(p["probs"])) for p in predictions],
+                              [f"p(gold) {float(p['probs'][index[e['label']]]):.3f}"
+                               for e, p in zip(examples, predictions)])
 
 
 #: column names a header row usually has, for :meth:`ClassificationReader._warn_header_row`

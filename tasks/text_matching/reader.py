@@ -29,6 +29,7 @@ from appzoo.data.tabular import (
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.matching import best_f1_threshold
+from appzoo.mistakes import label_mistakes
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.pairs import read_pairs
 
@@ -267,3 +268,12 @@ class MatchingReader(DatasetReader):
                 row["gold"] = example["label"]
             rows.append(row)
         return rows
+
+    def mistakes(self, examples, predictions, labels):
+        """Pairs on the wrong side of the decision threshold; the confidence
+        of a mistake is its score's distance from the threshold."""
+        threshold = self.decision_threshold
+        predicted = [self.positive_label if p["score"] >= threshold else self.negative_label for p in predictions]
+        return label_mistakes([f"{e['text_a']} ‖ {e['text_b']}" for e in examples], [e["label"] for e in examples],
+                              predicted, [abs(p["score"] - threshold) for p in predictions],
+                              [f"score {p['score']:.3f}, threshold {threshold:.3f}" for p in predictions])
