@@ -90,7 +90,81 @@ def _plots(output_dir, metrics, history, labels):
             _save(fig, os.path.join(folder, name))
             plt.close(fig)
             written.append(name)
+    for split in ("dev", "test"):
+        table = (metrics.get(split) or {}).get("calibration")
+        if table and table["bins"]:
+            written.append(_reliability(plt, table, split, folder))
+        curves = (metrics.get(split) or {}).get("curves")
+        if curves:
+            written.append(_threshold_views(plt, curves, split, folder))
     return written
+
+
+def _threshold_views(plt, curves, split, folder):
+    """A matcher's PR and ROC curves and its precision, recall and F1 against the
+    threshold; for a multi-label model the last of these per label. The threshold in
+    use is marked."""
+    if "pr" in curves:  # one binary score
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        axes[0].plot(curves["pr"]["recall"], curves["pr"]["precision"])
+        axes[0].set(xlabel="recall", ylabel="precision", title=f"Precision-recall ({split})", xlim=(0, 1),
+                    ylim=(0, 1.02))
+        axes[1].plot(curves["roc"]["fpr"], curves["roc"]["tpr"])
+        axes[1].plot([0, 1], [0, 1], "--", color="gray")
+        axes[1].set(xlabel="false positive rate", ylabel="true positive rate", title=f"ROC ({split})")
+        _by_threshold(axes[2], curves, f"By threshold ({split})")
+        axes[2].legend(loc="best")
+    else:  # multi-label: one panel per label
+        names = list(curves)[:40]
+        cols = min(4, len(names))
+        rows = -(-len(names) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+        for ax, name in zip(axes.flat, names):
+            _by_threshold(ax, curves[name], name)
+        for ax in list(axes.flat)[len(names):]:
+            ax.axis("off")
+        axes.flat[0].legend(loc="best", fontsize=7)
+        fig.suptitle(f"Precision, recall and F1 by threshold ({split}); dotted: the threshold in use")
+    fig.tight_layout()
+    name = f"thresholds_{split}.png"
+    _save(fig, os.path.join(folder, name))
+    plt.close(fig)
+    return name
+
+
+def _by_threshold(ax, curves, title):
+    view = curves["by_threshold"]
+    for key in ("precision", "recall", "f1"):
+        ax.plot(view["threshold"], view[key], label=key)
+    ax.axvline(curves["threshold"], linestyle=":", color="black", label=f"threshold {curves['threshold']:.3f}")
+    ax.set(xlabel="threshold", ylim=(0, 1.02), title=title)
+
+
+def _reliability(plt, table, split, folder):
+    """The reliability diagram of one split: accuracy against mean confidence per bin
+    (the diagonal is a calibrated model), with the share of predictions in each bin."""
+    fig, ax = plt.subplots(figsize=(5, 5))
+    bins = table["bins"]
+    width = bins[0]["upper"] - bins[0]["lower"]
+    ax.bar([b["lower"] for b in bins], [b["accuracy"] for b in bins], width=width, align="edge",
+           edgecolor="black", color="tab:blue", alpha=0.7, label="accuracy")
+    ax.plot([0, 1], [0, 1], "--", color="gray", label="calibrated")
+    ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "o", color="tab:red",
+            label="a bin: mean confidence, accuracy")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (probability of the predicted class)")
+    ax.set_ylabel("accuracy")
+    title = f"Reliability ({split}): ECE {table['ece']:.3f}"
+    if table.get("temperature", 1.0) != 1.0:
+        title += f", temperature {table['temperature']:.2f}"
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    name = f"reliability_{split}.png"
+    _save(fig, os.path.join(folder, name))
+    plt.close(fig)
+    return name
 
 
 def _save(fig, path):

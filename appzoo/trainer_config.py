@@ -73,7 +73,7 @@ class TrainerConfig:
     metric_for_best: Annotated[Optional[str], Key(
         "dev metric that chooses best/ (null: the task's default, e.g. macro_f1)")] = None
     greater_is_better: Annotated[Optional[bool], Key(
-        "whether a larger metric_for_best is better (null: false for loss, else true)")] = None
+        "whether a larger metric_for_best is better (null: false for a loss or an ece, else true)")] = None
     patience: Annotated[int, Key("stop after this many evaluations without improvement (0: never stop early)",
                                  ge=0)] = 0
     keep_checkpoints: Annotated[int, Key("checkpoints/step-N folders kept for resuming (the newest)", ge=1)] = 1
@@ -102,10 +102,11 @@ class TrainerConfig:
     def dev_metric(self, reader):
         """``(name, greater_is_better)`` of the dev metric that chooses ``best/``:
         ``metric_for_best`` or the reader's default; larger is better unless
-        ``greater_is_better`` says otherwise or the metric is a loss."""
+        ``greater_is_better`` says otherwise or the metric is a loss or a calibration error."""
         metric = self.metric_for_best or reader.default_metric
         greater = self.greater_is_better
-        return metric, (not metric.endswith("loss")) if greater is None else greater
+        lower = metric.endswith("loss") or metric.startswith("ece")
+        return metric, (not lower) if greater is None else greater
 
     def check_keys_together(self):
         """What no single key's annotation can say."""

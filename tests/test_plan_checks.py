@@ -135,7 +135,7 @@ def test_every_classification_loss_declares_its_activation():
 def test_unknown_metric_for_best_suggests_the_closest(tmp_path):
     config = load(CLS, tmp_path, "trainer.metric_for_best=macro_f")
     with pytest.raises(ConfigError, match=r"trainer\.metric_for_best: 'macro_f' is not a dev metric of this task; "
-                                          r"did you mean 'macro_f1'\? \(available: accuracy, loss, macro_f1"):
+                                          r"did you mean 'macro_f1'\? \(available: accuracy, ece, loss, macro_f1"):
         validate(config)
 
 

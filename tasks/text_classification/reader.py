@@ -12,10 +12,16 @@ from appzoo.data.tabular import (
     wrong_type,
 )
 from appzoo.errors import ConfigError, DataError
+from appzoo.metrics.calibration import calibration, fit_temperature, scale
+from appzoo.metrics.curves import threshold_curves
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.mistakes import label_mistakes, multilabel_mistakes
 from appzoo.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
+
+
+#: ``dataset_reader.calibrate``: how the probabilities of a single-label model are calibrated on dev.
+CALIBRATIONS = ("none", "temperature")
 
 
 @READERS.register("text_classification")
@@ -54,7 +60,12 @@ class ClassificationReader(DatasetReader):
                      "threshold for every label")] = True,
                  min_positives_to_tune: Annotated[int, Key(
                      "per_label_thresholds: a label with fewer dev positives than this keeps threshold",
-                     ge=1)] = 5, **kwargs):
+                     ge=1)] = 5,
+                 calibrate: Annotated[Literal[CALIBRATIONS], Key(
+                     "single-label: temperature fits one temperature on dev at each dev evaluation for the "
+                     "smallest dev log-loss, so that the probabilities match how often they are right (saved "
+                     "with the model in best/, used by eval, predict and appzoo.Predictor; the predicted "
+                     "label never changes); none keeps the softmax as trained")] = "none", **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
         self.fields = columns(format, text=(text_column, 0), label=(label_column, 1))
@@ -65,6 +76,11 @@ class ClassificationReader(DatasetReader):
         self.per_label_thresholds = per_label_thresholds
         self.min_positives_to_tune = min_positives_to_tune
         self.tuned = {}  # label -> {"threshold", "dev_f1", "dev_positives"}, from the last fit
+        if calibrate != "none" and multi_label:
+            raise ConfigError("dataset_reader.calibrate: 'temperature' scales a softmax over the labels; "
+                              "multi_label decodes each label by its own sigmoid and threshold (use none)")
+        self.calibrate = calibrate
+        self.temperature = 1.0  # from the last fit (calibrate: temperature)
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -185,7 +201,10 @@ class ClassificationReader(DatasetReader):
     def metric_names(self):
         """What :func:`classification_metrics` / :func:`multilabel_metrics` return as scalars, and the dev loss."""
         averages = [f"{a}_{m}" for a in ("macro", "micro", "weighted") for m in ("precision", "recall", "f1")]
-        return ["subset_accuracy" if self.multi_label else "accuracy", *averages, "loss"]
+        if self.multi_label:
+            return ["subset_accuracy", *averages, "loss"]
+        calibrated = ["ece_before_scaling"] if self.calibrate != "none" else []
+        return ["accuracy", *averages, "loss", "ece", *calibrated]
 
     def model_args(self, labels, train_examples):
         counts = label_counts(self._values(train_examples), labels) if train_examples else None
@@ -215,6 +234,8 @@ class ClassificationReader(DatasetReader):
         if self.multi_label:
             chosen = probs >= self.thresholds(labels)
             return [{"probs": p, "labels": [labels[j] for j in np.flatnonzero(c)]} for p, c in zip(probs, chosen)]
+        if self.temperature != 1.0:
+            probs = scale(probs, self.temperature)
         return [{"probs": p, "label": labels[int(np.argmax(p))]} for p in probs]
 
     def evaluate(self, examples, predictions, labels):
@@ -225,10 +246,30 @@ class ClassificationReader(DatasetReader):
             for i, (e, p) in enumerate(zip(examples, predictions)):
                 gold[i, [index[v] for v in e["label"]]] = 1
                 pred[i, [index[v] for v in p["labels"]]] = 1
-            return METRICS.get("multilabel_classification", "metric")(gold, pred, labels)
+            metrics = METRICS.get("multilabel_classification", "metric")(gold, pred, labels)
+            probs = np.stack([p["probs"] for p in predictions]) if predictions else None
+            curves = {} if probs is None else {
+                name: threshold_curves(gold[:, j], probs[:, j], t)
+                for j, (name, t) in enumerate(zip(labels, self.thresholds(labels)))}
+            return {**metrics, "curves": {k: v for k, v in curves.items() if v is not None}}
         gold = [index[e["label"]] for e in examples]
         pred = [index[p["label"]] for p in predictions]
-        return METRICS.get("classification", "metric")(gold, pred, labels)
+        metrics = METRICS.get("classification", "metric")(gold, pred, labels)
+        return {**metrics, **self._calibration(predictions, gold)}
+
+    def _calibration(self, predictions, gold):
+        """``ece`` and the reliability bins (``calibration``) of the probabilities
+        predicted, and with a fitted temperature the ECE before scaling."""
+        if not predictions:
+            return {}
+        probs = np.stack([p["probs"] for p in predictions])
+        correct = probs.argmax(axis=1) == np.asarray(gold)
+        table = calibration(probs.max(axis=1), correct)
+        out = {"ece": table["ece"], "calibration": {**table, "temperature": self.temperature}}
+        if self.temperature != 1.0:
+            unscaled = scale(probs, 1.0 / self.temperature)
+            out["ece_before_scaling"] = calibration(unscaled.max(axis=1), correct)["ece"]
+        return out
 
     # ---- multi-label thresholds -------------------------------------------
     def thresholds(self, labels):
@@ -243,6 +284,8 @@ class ClassificationReader(DatasetReader):
         at least ``min_positives_to_tune`` positives; the others keep
         ``threshold``. Candidates and ties as
         :func:`~appzoo.metrics.matching.best_f1_threshold`."""
+        if self.calibrate == "temperature" and examples:
+            self._fit_temperature(examples, predictions, labels)
         if not (self.multi_label and self.per_label_thresholds) or not examples:
             return self.state()
         probs = np.stack([p["probs"] for p in predictions])
@@ -258,16 +301,26 @@ class ClassificationReader(DatasetReader):
                 self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
         return self.state()
 
+    def _fit_temperature(self, examples, predictions, labels):
+        """Fit the temperature on these (dev) predictions and rescale their probabilities with it."""
+        index = {name: i for i, name in enumerate(labels)}
+        unscaled = scale(np.stack([p["probs"] for p in predictions]), 1.0 / self.temperature)
+        self.temperature = fit_temperature(unscaled, [index[e["label"]] for e in examples])
+        for p, probs in zip(predictions, scale(unscaled, self.temperature)):
+            p["probs"] = probs
+
     def state(self):
         """Multi-label: the global ``threshold`` and the tuned ones (``{label:
         {"threshold", "dev_f1", "dev_positives"}}``; labels not listed use
-        ``threshold``)."""
+        ``threshold``). Single-label with ``calibrate``: the fitted ``temperature``."""
         if not self.multi_label:
-            return {}
+            return {"temperature": self.temperature} if self.calibrate != "none" else {}
         return {"threshold": self.threshold, "per_label": {k: dict(v) for k, v in self.tuned.items()}}
 
     def load_state(self, state):
         self.tuned = {k: dict(v) for k, v in (state or {}).get("per_label", {}).items()}
+        # a model trained further with calibrate none keeps its softmax as trained
+        self.temperature = float((state or {}).get("temperature", 1.0)) if self.calibrate != "none" else 1.0
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

@@ -28,6 +28,8 @@ from appzoo.data.tabular import (
     DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, table_options,
 )
 from appzoo.errors import ConfigError, DataError
+from appzoo.metrics.calibration import calibration
+from appzoo.metrics.curves import threshold_curves
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.mistakes import label_mistakes
 from appzoo.registry import METRICS, READERS
@@ -122,7 +124,7 @@ class MatchingReader(DatasetReader):
         give the argmax decision's scores and a dev loss."""
         names = ["auc", "accuracy", "precision", "recall", "f1", "threshold"]
         if self.LABELS_IN_BATCH:
-            names += ["argmax_accuracy", "argmax_precision", "argmax_recall", "argmax_f1", "loss"]
+            names += ["argmax_accuracy", "argmax_precision", "argmax_recall", "argmax_f1", "loss", "ece"]
         return names
 
     def check_split(self, examples, split, path, metric):
@@ -235,6 +237,14 @@ class MatchingReader(DatasetReader):
             argmax = [float(np.argmax(p["probs"]) == positive) for p in predictions]
             at_argmax = METRICS.get("matching", "metric")(gold, argmax, 0.5)
             metrics.update({f"argmax_{k}": at_argmax[k] for k in ("accuracy", "precision", "recall", "f1")})
+            probs = np.stack([p["probs"] for p in predictions])
+            index = {name: i for i, name in enumerate(labels)}
+            gold_index = np.array([index.get(e["label"], -1) for e in examples])
+            table = calibration(probs.max(axis=1), probs.argmax(axis=1) == gold_index)
+            metrics.update({"ece": table["ece"], "calibration": table})
+        curves = threshold_curves(gold, scores, self.decision_threshold)
+        if curves is not None:
+            metrics["curves"] = curves
         return metrics
 
     def fit(self, examples, predictions, labels):
