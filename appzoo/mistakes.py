@@ -228,14 +228,17 @@ def _kind_section(kind, title, rows, mistakes):
         lines += [f"**{_cell(name)}**: {len(group)} {of}"
                   + (f", the {'most confident ' if group[0]['confidence'] is not None else 'first '}{len(shown)}"
                      if len(group) > len(shown) else ""), ""]
-        details = any(r.get("detail") for r in shown)
-        lines += ["| gold | predicted | confidence | text |" + (" note |" if details else ""),
-                  "|---|---|---|---|" + ("---|" if details else "")]
+        scored, details = any(r["confidence"] is not None for r in shown), any(r.get("detail") for r in shown)
+        header = ["gold", "predicted"] + ["confidence"] * scored + ["text"] + ["note"] * details
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in shown:
-            confidence = "–" if r["confidence"] is None else f"{r['confidence']:.3f}"
-            text = r["text"] if r.get("entity") else _short(r["text"])
-            note = f" {_cell(r.get('detail') or '')} |" if details else ""
-            lines.append(f"| {_cell(r['gold'])} | {_cell(r['predicted'])} | {confidence} | {_cell(text)} |{note}")
+            cells = [_cell(r["gold"]), _cell(r["predicted"])]
+            if scored:
+                cells.append("–" if r["confidence"] is None else f"{r['confidence']:.3f}")
+            cells.append(_cell(r["text"] if r.get("entity") else _short(r["text"])))
+            if details:
+                cells.append(_cell(r.get("detail") or ""))
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 

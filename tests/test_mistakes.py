@@ -107,6 +107,8 @@ def test_entity_mistakes_missed_spurious_wrong_type_and_wrong_boundary():
     text = mistakes.to_markdown("run", {"dev": found}, {"dev": {"class_warnings": lines}})
     for title in ("Missed", "Spurious", "Wrong type", "Wrong boundary"):
         assert f"### {title}" in text
+    assert "| gold | predicted | text |" in text and "confidence" not in text  # a tagger gives none
+    assert "| PER | PER | **张三**在北京的华为工作 | predicted 张 |" in text
 
 
 def test_a_long_sentence_is_cut_around_the_entity():
