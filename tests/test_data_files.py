@@ -314,3 +314,23 @@ def test_cli_refuses_an_unknown_encoding_before_writing_anything(tmp_path, capsy
     assert cli(tmp_path, "dataset_reader.encoding=xyz") == 2
     assert capsys.readouterr().err == f"error: {EXAMPLE}: dataset_reader.encoding: unknown encoding 'xyz'\n"
     assert not (tmp_path / "out").exists()
+
+
+# ---- a CSV read as TSV ---------------------------------------------------------
+CSV_HINT = r' \(hint: the line looks comma-separated; set dataset_reader\.format: "csv"\)$'
+
+
+def test_csv_read_as_tsv_suggests_format_csv(tmp_path):
+    path = write(tmp_path, "train.csv", "好的电影,pos\n很差的电影,neg\n")
+    with pytest.raises(DataError, match=r"train\.csv:1: expected a column 1 for 'label', the line has 1 field\(s\) "
+                                        r"split by '\\t': \[\"好的电影,pos\"\]" + CSV_HINT):
+        ClassificationReader().read(path, "train")
+    with pytest.raises(DataError, match=r"h\.csv:1: no column named 'text' for 'text' in the header "
+                                        r"\(columns: text,label\)" + CSV_HINT):
+        ClassificationReader(header=1, text_column="text", label_column="label").read(
+            write(tmp_path, "h.csv", "text,label\n好的电影,pos\n"), "train")
+
+
+def test_a_tsv_line_without_commas_gets_no_csv_hint(tmp_path):
+    with pytest.raises(DataError, match=r"the line has 1 field\(s\) split by '\\t': \[\"只有文本\"\]$"):
+        ClassificationReader().read(write(tmp_path, "t.tsv", "只有文本\n"), "train")
