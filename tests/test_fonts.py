@@ -50,3 +50,15 @@ def test_latin_text_keeps_the_default_font_and_chinese_falls_back_to_noto_cjk():
     assert "DejaVu" in fonts[0] and "NotoSansCJK" in fonts[-1]
     pyplot()  # calling it again does not stack the fallback twice
     assert plt.rcParams["font.family"].count(cjk_family()) == 1
+
+
+def test_every_plot_gets_pyplot_through_appzoo_fonts():
+    """A module importing matplotlib itself would draw Chinese labels as empty boxes again."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    sources = [p for folder in ("appzoo", "tasks", "benchmarks") for p in (root / folder).rglob("*.py")]
+    sources.append(root / "run_trainer.py")
+    direct = [str(p.relative_to(root)) for p in sources
+              if "matplotlib" in p.read_text(encoding="utf-8") and p != root / "appzoo" / "fonts.py"]
+    assert not direct, f"plot through appzoo.fonts.pyplot(), not matplotlib directly: {direct}"
