@@ -540,28 +540,28 @@ def _(ws):
                           dataset_reader__predict=DELETE, dataset_reader__invalid_gold="error"))
 
 
-@case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]", stage=READ)
-def _(ws):
-    rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
-            {"text": "在北京开会。", "label": {"LOC": {"北京": [[0, 1]]}}}]
+def spans_run(ws, rows, predict=DELETE):
+    """The NER example reading CLUENER-style span rows as its training file (no dev or test)."""
     train = ws.write("spans/train.json", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     return argv(ws.params(NER, dataset_reader__format="spans", dataset_reader__token_column=DELETE,
                           dataset_reader__tag_column=DELETE, dataset_reader__train=train,
                           dataset_reader__dev=DELETE, dataset_reader__test=DELETE,
-                          dataset_reader__predict=DELETE), "trainer.metric_for_best=loss")
+                          dataset_reader__predict=predict), "trainer.metric_for_best=loss")
+
+
+@case("ner-spans-mention-not-at-its-span", "data rows", r"train\.json:2\b", r"'北京'", r"\[0, 1\]", stage=READ)
+def _(ws):
+    return spans_run(ws, [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
+                          {"text": "在北京开会。", "label": {"LOC": {"北京": [[0, 1]]}}}])
 
 
 @case("ner-spans-predict-lone-surrogate", "data encoding", r"predict\.json:2\b", r"(?i)surrogate", r"\\udc00",
       stage=READ)
 def _(ws):
-    rows = [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
-            {"text": "李四去北京。", "label": {"PER": {"李四": [[0, 1]]}, "LOC": {"北京": [[3, 4]]}}}]
-    train = ws.write("spans/train.json", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     predict = ws.write("spans/predict.json", '{"text": "王五在广州。"}\n{"text": "在\\udc00北京"}\n')
-    return argv(ws.params(NER, dataset_reader__format="spans", dataset_reader__token_column=DELETE,
-                          dataset_reader__tag_column=DELETE, dataset_reader__train=train,
-                          dataset_reader__dev=DELETE, dataset_reader__test=DELETE,
-                          dataset_reader__predict=predict), "trainer.metric_for_best=loss")
+    return spans_run(ws, [{"text": "张三在上海。", "label": {"PER": {"张三": [[0, 1]]}, "LOC": {"上海": [[3, 4]]}}},
+                          {"text": "李四去北京。", "label": {"PER": {"李四": [[0, 1]]}, "LOC": {"北京": [[3, 4]]}}}],
+                     predict)
 
 
 @case("train-unicode-escape-lone-surrogate", "data encoding", r"train\.tsv:3\b", r"(?i)surrogate", r"column 3\b",
