@@ -13,6 +13,7 @@ import sys
 
 from appzoo.config import _NO_DEFAULT, describe_type, key_of, parameters
 from appzoo.errors import ConfigError
+from appzoo.markdown import cell
 from appzoo.param_file import load_param_file
 from appzoo.registry import LOSSES, MODELS, READERS, did_you_mean
 
@@ -77,15 +78,11 @@ def describe(target):
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _md(text):
-    return str(text).replace("|", "\\|")
-
-
 def _table(cls, supplied):
     lines = ["| key | type | default | range | help |", "|---|---|---|---|---|"]
     for row in rows(cls, supplied):
         name, *rest = row
-        lines.append(f"| `{name}` | " + " | ".join(_md(cell) for cell in rest) + " |")
+        lines.append(f"| `{name}` | " + " | ".join(cell(value) for value in rest) + " |")
     return lines
 
 

@@ -21,6 +21,7 @@ import os
 from collections import Counter
 
 from appzoo.files import write_jsonl, write_text
+from appzoo.markdown import cell
 
 #: kinds of mistake, in the order errors.md lists them, with their headings
 KINDS = {
@@ -208,7 +209,7 @@ def _confusion_table(mistakes):
     lines = ["### Confusions that cost most", "", "| gold | predicted | count | share of gold |", "|---|---|---|---|"]
     for c in mistakes["confusions"][:CONFUSIONS]:
         share = f"{c['count'] / gold[c['gold']]:.1%}" if gold.get(c["gold"]) else "–"
-        lines.append(f"| {_cell(c['gold'])} | {_cell(c['predicted'])} | {c['count']} | {share} |")
+        lines.append(f"| {cell(c['gold'])} | {cell(c['predicted'])} | {c['count']} | {share} |")
     more = len(mistakes["confusions"]) - CONFUSIONS
     return lines + (["", f"({more} more pairs)"] if more > 0 else []) + [""]
 
@@ -225,19 +226,19 @@ def _kind_section(kind, title, rows, mistakes):
         shown = group[:PER_CLASS]
         of = (f"of {mistakes['predicted'].get(name, 0)} predicted" if kind == "spurious"
               else f"of {mistakes['gold'].get(name, 0)} in gold")
-        lines += [f"**{_cell(name)}**: {len(group)} {of}"
+        lines += [f"**{cell(name)}**: {len(group)} {of}"
                   + (f", the {'most confident ' if group[0]['confidence'] is not None else 'first '}{len(shown)}"
                      if len(group) > len(shown) else ""), ""]
         scored, details = any(r["confidence"] is not None for r in shown), any(r.get("detail") for r in shown)
         header = ["gold", "predicted"] + ["confidence"] * scored + ["text"] + ["note"] * details
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in shown:
-            cells = [_cell(r["gold"]), _cell(r["predicted"])]
+            cells = [cell(r["gold"]), cell(r["predicted"])]
             if scored:
                 cells.append("–" if r["confidence"] is None else f"{r['confidence']:.3f}")
-            cells.append(_cell(r["text"] if r.get("entity") else _short(r["text"])))
+            cells.append(cell(r["text"] if r.get("entity") else _short(r["text"])))
             if details:
-                cells.append(_cell(r.get("detail") or ""))
+                cells.append(cell(r.get("detail") or ""))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines
@@ -246,7 +247,3 @@ def _kind_section(kind, title, rows, mistakes):
 def _short(text):
     return text if len(text) <= TEXT_WIDTH else text[:TEXT_WIDTH - 1] + "…"
 
-
-def _cell(value):
-    """A value in a markdown table cell: pipes escaped, on one line."""
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
