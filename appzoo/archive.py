@@ -39,7 +39,7 @@ MARKER = bundle.MARKER
 
 #: What a run writes into its folder; all of it is moved aside when a run is replaced.
 RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
-                 "predictions.jsonl", "report.md", "plots", "inference", "vocab", "vdl", "audit.md", "audit.json",
+                 "predictions.jsonl", "report.md", "report.html", "plots", "inference", "vocab", "vdl", "audit.md", "audit.json",
                  "predictions", "errors.md")
 #: What ``--do audit`` writes: it describes the data, not a model, so a folder holding only these holds no run.
 AUDIT_FILES = ("audit.md", "audit.json")

@@ -8,9 +8,14 @@ dict every task shares:
 * ``confusions``: ``[{"gold", "predicted", "count"}]``, the costliest first
   (``"(none)"`` stands for no entity or no label);
 * ``rows``: one per mistake, ``{"kind", "class", "gold", "predicted",
-  "confidence", "detail", "text"}``; ``kind`` is one of :data:`KINDS`,
-  ``confidence`` (None where the model gives none) orders a class's mistakes,
-  most confident first.
+  "confidence", "detail", "text", "index"}``; ``kind`` is one of
+  :data:`KINDS`, ``confidence`` (None where the model gives none) orders a
+  class's mistakes, most confident first, ``index`` is the example's
+  position in its split;
+* for NER, ``sentences``: ``{index: {"pieces", "gold", "predicted"}}`` for
+  each sentence with a mistake: its text in pieces, one per token (their
+  concatenation is the sentence), and its ``[type, start, end]`` entities, so
+  report.html can highlight them.
 
 :func:`class_warnings` turns the split's per-class table and these counts
 into a warning per class that was never predicted or scored F1 0; they go
@@ -52,7 +57,7 @@ def label_mistakes(texts, gold, predicted, confidence=None, detail=None):
         if g != p:
             rows.append({"kind": "mistake", "class": g, "gold": g, "predicted": p,
                          "confidence": None if confidence is None else float(confidence[i]),
-                         "detail": None if detail is None else detail[i], "text": texts[i]})
+                         "detail": None if detail is None else detail[i], "text": texts[i], "index": i})
     pairs = Counter((r["gold"], r["predicted"]) for r in rows)
     return {"gold": dict(Counter(gold)), "predicted": dict(Counter(predicted)),
             "confusions": _confusions(pairs), "rows": rows}
@@ -68,10 +73,12 @@ def multilabel_mistakes(texts, gold, predicted, probs, labels):
         missed, spurious = [x for x in g if x not in p], [x for x in p if x not in g]
         for name in missed:
             rows.append({"kind": "missed", "class": name, "gold": name, "predicted": NONE,
-                         "confidence": 1.0 - float(probs[i][labels.index(name)]), "detail": None, "text": texts[i]})
+                         "confidence": 1.0 - float(probs[i][labels.index(name)]), "detail": None, "text": texts[i],
+                         "index": i})
         for name in spurious:
             rows.append({"kind": "spurious", "class": name, "gold": NONE, "predicted": name,
-                         "confidence": float(probs[i][labels.index(name)]), "detail": None, "text": texts[i]})
+                         "confidence": float(probs[i][labels.index(name)]), "detail": None, "text": texts[i],
+                         "index": i})
         for a in missed or [NONE]:
             for b in spurious or [NONE]:
                 if (a, b) != (NONE, NONE):
@@ -87,9 +94,10 @@ def entity_mistakes(sentences, gold, predicted, join):
     is ``wrong_type``; one overlapping a gold entity of its type is
     ``wrong_boundary``; other gold entities are ``missed``, other predicted
     ones ``spurious``."""
-    rows, pairs = [], Counter()
-    for tokens, g, p in zip(sentences, gold, predicted):
+    rows, pairs, shown = [], Counter(), {}
+    for index, (tokens, g, p) in enumerate(zip(sentences, gold, predicted)):
         g, p = set(g), set(p)
+        first = len(rows)
         both = g & p
         g_left, p_left = g - both, p - both
         for kind_, start, end in sorted(g_left, key=lambda e: e[1]):
@@ -111,9 +119,14 @@ def entity_mistakes(sentences, gold, predicted, join):
         for kind_, start, end in sorted(p_left, key=lambda e: e[1]):
             rows.append(_entity_row("spurious", kind_, NONE, kind_, tokens, start, end, join))
             pairs[NONE, kind_] += 1
+        for row in rows[first:]:
+            row["index"] = index
+        if len(rows) > first:
+            shown[index] = {"pieces": _pieces(tokens, join), "gold": sorted(map(list, g), key=lambda e: e[1]),
+                            "predicted": sorted(map(list, p), key=lambda e: e[1])}
     return {"gold": dict(Counter(e[0] for s in gold for e in s)),
             "predicted": dict(Counter(e[0] for s in predicted for e in s)),
-            "confusions": _confusions(pairs), "rows": rows}
+            "confusions": _confusions(pairs), "rows": rows, "sentences": shown}
 
 
 def _entity_row(kind, name, gold, predicted, tokens, start, end, join, detail=None):
@@ -122,7 +135,17 @@ def _entity_row(kind, name, gold, predicted, tokens, start, end, join, detail=No
     left = left if len(left) <= CONTEXT else "…" + left[-CONTEXT:]
     right = right if len(right) <= CONTEXT else right[:CONTEXT] + "…"
     return {"kind": kind, "class": name, "gold": gold, "predicted": predicted, "confidence": None,
-            "detail": detail, "text": f"{left}**{entity}**{right}", "entity": entity}
+            "detail": detail, "text": f"{left}**{entity}**{right}", "entity": entity, "span": [start, end]}
+
+
+def _pieces(tokens, join):
+    """The text of each token with what ``join`` puts before it, so that the pieces concatenate to ``join(tokens)``."""
+    pieces, done = [], ""
+    for i in range(len(tokens)):
+        text = join(tokens[:i + 1])
+        pieces.append(text[len(done):])
+        done = text
+    return pieces
 
 
 def _confusions(pairs):
@@ -164,9 +187,10 @@ def write(root, reader, labels, evaluated, metrics):
     """For each evaluated split (``{split: (examples, predictions)}``):
     ``predictions/<split>.jsonl`` (the rows of ``predictions.jsonl``, with
     the gold label or tags), the class warnings into ``metrics[split]``,
-    and ``errors.md``. Returns the warning lines."""
+    and ``errors.md``. Returns the warning lines and the mistakes of each
+    split (``{split: described}``, for report.html)."""
     if not evaluated:
-        return []
+        return [], {}
     folder = os.path.join(root, "predictions")
     os.makedirs(folder, exist_ok=True)
     described, warnings = {}, []
@@ -178,7 +202,7 @@ def write(root, reader, labels, evaluated, metrics):
         metrics[split]["class_warnings"] = lines
         warnings += lines
     write_text(os.path.join(root, "errors.md"), to_markdown(os.path.basename(os.path.abspath(root)), described, metrics))
-    return warnings
+    return warnings, described
 
 
 def to_markdown(name, described, metrics):

@@ -1,12 +1,15 @@
-"""``report.md`` and plots in the output folder, from the metrics and the log."""
+"""``report.md``, ``report.html`` and plots in the output folder, from the metrics, the log and the mistakes."""
 import os
 
+from appzoo import report_html
 from appzoo.files import write_text
 from appzoo.metrics import scalars
 
 
-def write(output_dir, metrics, history, labels, plots=True):
-    """Write report.md (and plots/*.png when ``plots``)."""
+def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
+    """Write report.md, report.html (:mod:`appzoo.report_html`; ``mistakes``:
+    ``{split: described}`` of :func:`appzoo.mistakes.write`) and, when
+    ``plots``, plots/*.png."""
     images = _plots(output_dir, metrics, history, labels) if plots else []
     lines = [f"# Run report: {os.path.basename(os.path.abspath(output_dir))}", ""]
     best = metrics.get("best")
@@ -35,6 +38,7 @@ def write(output_dir, metrics, history, labels, plots=True):
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
     lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
     write_text(os.path.join(output_dir, "report.md"), "\n".join(lines) + "\n")
+    report_html.write(output_dir, metrics, labels, mistakes)
 
 
 def _plots(output_dir, metrics, history, labels):
@@ -159,7 +163,7 @@ def _reliability(plt, table, split, folder):
     if table.get("temperature", 1.0) != 1.0:
         title += f", temperature {table['temperature']:.2f}"
     ax.set_title(title)
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)  # below: bars can reach any corner
     fig.tight_layout()
     name = f"reliability_{split}.png"
     _save(fig, os.path.join(folder, name))

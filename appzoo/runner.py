@@ -194,6 +194,7 @@ def _modes(plan, prepared, folder, resume_from, started):
             note(f"note: {undertrained}")
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
+    described = {}  # the mistakes of each evaluated split, for report.html
     if "eval" in plan.do:  # every rank evaluates its share; the main process writes
         evaluated = {}
         for split in ("dev", "test"):
@@ -202,7 +203,8 @@ def _modes(plan, prepared, folder, resume_from, started):
                     p.splits[split], p.features[split], split=split, with_predictions=True)
                 evaluated[split] = (p.splits[split], predictions)
         if trainer.is_main:  # predictions/<split>.jsonl, errors.md, and the class warnings into metrics
-            for warning in mistakes.write(folder.root, trained.reader, trained.labels, evaluated, metrics):
+            warnings, described = mistakes.write(folder.root, trained.reader, trained.labels, evaluated, metrics)
+            for warning in warnings:
                 note(warning)
     if "predict" in plan.do:
         if not p.splits["predict"] and trainer.is_main:
@@ -221,7 +223,7 @@ def _modes(plan, prepared, folder, resume_from, started):
         metrics["skipped_lines"] = skipped
     # the whole run's time: a resumed run counts the processes before it (up to its checkpoint)
     metrics["wall_time_s"] = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
-    _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, trained.labels)
+    _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, trained.labels, described)
     return metrics
 
 
@@ -292,7 +294,7 @@ def _export(trained, folder):
     return export(trained.model, folder.path("inference"))
 
 
-def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels):
+def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, described):
     """A training run writes metrics.json and report.md afresh; a later eval
     run updates the splits it evaluated and keeps the training record; a
     predict-only or export-only run leaves both alone."""
@@ -307,4 +309,4 @@ def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels):
         history = files.read_jsonl(folder.path("train_log.jsonl"))
     files.fault("metrics")
     files.write_json(path, metrics)
-    report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots)
+    report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots, mistakes=described)

@@ -136,7 +136,7 @@ def test_a_reader_that_lists_no_mistakes_still_gets_warnings_from_its_table(tmp_
             return None
 
     metrics = {"test": {"per_class": {"a": {"f1": 0.0, "support": 2}}}}
-    warnings = mistakes.write(str(tmp_path), Quiet(), ["a"], {"test": (["a", "a"], ["b", "b"])}, metrics)
+    warnings, _ = mistakes.write(str(tmp_path), Quiet(), ["a"], {"test": (["a", "a"], ["b", "b"])}, metrics)
     assert warnings == ["warning: class 'a' has F1 0 on test (2 in gold)"]
     assert "lists no mistakes" in (tmp_path / "errors.md").read_text(encoding="utf-8")
 
@@ -145,7 +145,7 @@ def test_write_leaves_split_predictions_with_gold_errors_md_and_warnings_in_metr
     examples, predictions = classified()
     metrics = {"dev": split_metrics(examples, predictions), "test": split_metrics(examples, predictions)}
     reader = ClassificationReader()
-    warnings = mistakes.write(str(tmp_path), reader, LABELS, {s: (examples, predictions) for s in ("dev", "test")},
+    warnings, _ = mistakes.write(str(tmp_path), reader, LABELS, {s: (examples, predictions) for s in ("dev", "test")},
                               metrics)
     assert len(warnings) == 4 and "warning: class '科技' was never predicted on dev (F1 0, 2 in gold)" in warnings
     for split in ("dev", "test"):

@@ -46,7 +46,7 @@ def tiny_sweep(tmp_path_factory):
 
 def test_a_2x2_sweep_writes_the_results_with_mean_and_sample_std(tiny_sweep):
     root = tiny_sweep
-    assert {"sweep.json", "sweep.md", "sweep.png"} <= set(os.listdir(root))
+    assert {"sweep.json", "sweep.md", "sweep.png", "report.html"} <= set(os.listdir(root))
     summary = read(root / "sweep.json")
     assert [s["setting"] for s in summary["settings"]] == ["loss=name-ce", "loss=name-focal_gamma-1"]
     assert summary["seeds"] == [42, 43]

@@ -6,7 +6,7 @@ import json
 import os
 from typing import List, Optional
 
-from appzoo import files
+from appzoo import files, report_html
 from appzoo.archive import FolderInUse, RunFolder
 from appzoo.errors import ConfigError, DivergedError, UserError
 from appzoo.progress import note, progress
@@ -201,4 +201,5 @@ def write_results(sweep):
     files.write_json(os.path.join(sweep.root, "sweep.json"), summary)
     files.write_text(os.path.join(sweep.root, "sweep.md"), markdown(summary))
     plot(summary, os.path.join(sweep.root, "sweep.png"))
+    report_html.write_sweep(sweep.root, summary)
     return summary
