@@ -431,7 +431,7 @@ def test_a_bad_sweep_is_one_line_before_any_run(flags, message, tmp_path, capsys
     assert not out.exists(), "nothing is written"
 
 
-def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
+def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path, monkeypatch):
     out = tmp_path / "RESULTS.md"
     assert results_book.main([str(tiny_sweep), "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
@@ -448,6 +448,7 @@ def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
     assert "\n\n\n" not in text
 
     registry = tmp_path / "book.md"  # the registered tables: each names its commands and anchors
+    monkeypatch.setattr(results_book, "write_json", lambda *a: None)  # a sweep folder here must not touch the repo
     assert results_book.main(["--out", str(registry)]) == 0
     text = registry.read_text(encoding="utf-8")
     for table in results_book.TABLES:
@@ -461,7 +462,9 @@ def test_the_results_book_is_generated_from_sweep_folders(tiny_sweep, tmp_path):
 
 def test_the_book_can_judge_another_key_metric_by_the_same_rule():
     def row(name, f1s):
-        return {"setting": name, "runs": [{"metrics": {"test.auc": 0.8, "test.f1": f}} for f in f1s]}
+        stats = {"mean": float(np.mean(f1s)), "std": float(np.std(f1s, ddof=1)), "n": len(f1s)}
+        return {"setting": name, "runs": [{"metrics": {"test.auc": 0.8, "test.f1": f}} for f in f1s],
+                "metrics": {"test.f1": stats}}
 
     summary = {"key_metrics": ["dev.auc", "test.auc", "test.f1"], "primary_metric": "test.auc",
                "greater_is_better": True, "seeds": [1, 2, 3],
@@ -473,6 +476,35 @@ def test_the_book_can_judge_another_key_metric_by_the_same_rule():
         f"{p:.3f}); dice: too few seeds (Welch p {welch_reference([0.80, 0.81, 0.82], [0.81, 0.8]):.3f}); "
         f"ghm: diverged 1 of 3.", ""]
     assert results_book.also_verdicts(summary, "test.auc") == [] and results_book.also_verdicts(summary, "x") == []
+
+
+def test_a_kept_summary_without_its_folder_is_judged_again_from_its_recorded_statistics(tmp_path, monkeypatch):
+    """The book on a machine without the sweep folders: the kept summary (here one written under the old rule,
+    judged on test, its per-seed values not kept) is judged on dev from each setting's mean, std and n."""
+    monkeypatch.setattr(results_book, "SUMMARIES", str(tmp_path))
+
+    def row(name, dev, test):
+        return {"setting": name, "n": 3, "runs": [], "diverged": [], "wall_time_s": {"mean": 10.0, "total": 30.0},
+                "metrics": {"dev.micro_f1": {"mean": dev[0], "std": dev[1], "n": 3},
+                            "test.micro_f1": {"mean": test[0], "std": test[1], "n": 3}}}
+
+    kept = {"param_path": "p.json", "command": "python run_trainer.py ...", "seeds": [42, 43, 44],
+            "metric_for_best": "micro_f1", "key_metrics": ["dev.micro_f1", "test.micro_f1"], "greater_is_better": True,
+            "runs_finished": 6, "runs_diverged": 0, "runs_planned": 6, "sizes": "the sizes", "recorded": "4 decimals",
+            "environment": {"cpu": "AMD EPYC", "cores": 2, "gpu": None, "versions": {"python": "3.11.7"}},
+            "settings": [row("ce", (0.8857, 0.0032), (0.8445, 0.0010)), row("focal", (0.8814, 0.0034), (0.8384, 0.0025)),
+                         row("crf", (0.9000, 0.0025), (0.8500, 0.0039))]}
+    (tmp_path / "x.json").write_text(json.dumps(kept), encoding="utf-8")
+    lines = results_book.sweep_section("output/bench/x/sweep", "python run_trainer.py ...", keep=True)
+    text = "\n".join(lines)
+    assert "- Summary: `" + str(tmp_path / "x.json") + "`, kept from the sweep folder (not on this machine); 4 decimals" in text
+    assert "- Wall time: 90 s for 6 runs (15 s per run)" in text and "- Sizes: the sizes" in text
+    from scipy.stats import ttest_ind_from_stats
+    p_focal = ttest_ind_from_stats(0.8814, 0.0034, 3, 0.8857, 0.0032, 3, equal_var=False).pvalue
+    p_test = ttest_ind_from_stats(0.8384, 0.0025, 3, 0.8445, 0.0010, 3, equal_var=False).pvalue
+    assert f"| focal | 3 | 0.8814 ± 0.0034 | 0.8384 ± 0.0025 | 10.0 | tie | {p_focal:.3f} | worse | {p_test:.3f} |" in text, \
+        "worse on test (the old verdict), a tie on dev (the one that chooses)"
+    assert "| crf | 3 | 0.9000 ± 0.0025 | 0.8500 ± 0.0039 | 10.0 | better |" in text
 
 
 def test_the_book_says_when_dev_is_carved_out_of_train(tmp_path):

@@ -27,7 +27,8 @@ VERDICT_RULE = (f"better/worse than the baseline (the first setting) only when b
                 f"finished seeds and the gap between the means exceeds 2 std of both settings; else tie, or "
                 f"too few seeds. The verdict that chooses a setting is on dev (metric_for_best); the one on test, "
                 f"by the same rule, is the confirmation on unseen data")
-P_VALUE = "two-sided Welch's t-test against the baseline (scipy.stats.ttest_ind, equal_var=False)"
+P_VALUE = ("two-sided Welch's t-test against the baseline (scipy.stats.ttest_ind_from_stats, equal_var=False: "
+           "from each side's mean, sample std and number of runs)")
 
 
 def verdict(baseline, values, greater_is_better=True):
@@ -35,29 +36,42 @@ def verdict(baseline, values, greater_is_better=True):
     least :data:`MIN_SEEDS` runs and the gap between the means exceeds 2
     sample standard deviations (ddof=1) of both settings; else ``tie``.
     With fewer runs on either side: ``too few seeds``."""
-    if not baseline or not values:
-        return "n/a"
-    if len(baseline) < MIN_SEEDS or len(values) < MIN_SEEDS:
-        return "too few seeds"
-    gap = statistics.fmean(values) - statistics.fmean(baseline)
-    if abs(gap) > 2 * statistics.stdev(baseline) and abs(gap) > 2 * statistics.stdev(values):
-        return "better" if (gap > 0) == greater_is_better else "worse"
-    return "tie"
+    return verdict_of_stats(_stats(baseline), _stats(values), greater_is_better)
 
 
 def welch_p(baseline, values):
     """The two-sided p-value of Welch's t-test (unequal variances) between the
     runs of a setting and of the baseline; None with fewer than 2 runs on a
     side or no spread on either (the test is undefined there)."""
-    if len(baseline) < 2 or len(values) < 2 or not statistics.stdev(baseline) and not statistics.stdev(values):
+    return welch_p_of_stats(_stats(baseline), _stats(values))
+
+
+# The rule and the test read only each side's mean, sample std and number of runs: a summary whose per-seed
+# values were not kept (an archived one) is judged exactly as the runs themselves would be.
+def verdict_of_stats(base, other, greater_is_better=True):
+    """:func:`verdict` from ``{"mean", "std", "n"}`` of each side."""
+    if not base["n"] or not other["n"]:
+        return "n/a"
+    if base["n"] < MIN_SEEDS or other["n"] < MIN_SEEDS:
+        return "too few seeds"
+    gap = other["mean"] - base["mean"]
+    if abs(gap) > 2 * base["std"] and abs(gap) > 2 * other["std"]:
+        return "better" if (gap > 0) == greater_is_better else "worse"
+    return "tie"
+
+
+def welch_p_of_stats(base, other):
+    """:func:`welch_p` from ``{"mean", "std", "n"}`` of each side (scipy's ttest_ind_from_stats)."""
+    if base["n"] < 2 or other["n"] < 2 or not base["std"] and not other["std"]:
         return None
     import warnings
 
-    from scipy.stats import ttest_ind
+    from scipy.stats import ttest_ind_from_stats
 
     with warnings.catch_warnings():  # nearly equal runs: scipy warns of precision loss, the p-value is still right
         warnings.simplefilter("ignore", RuntimeWarning)
-        p = float(ttest_ind(values, baseline, equal_var=False).pvalue)
+        p = float(ttest_ind_from_stats(other["mean"], other["std"], other["n"], base["mean"], base["std"], base["n"],
+                                       equal_var=False).pvalue)
     return p if math.isfinite(p) else None
 
 
@@ -76,8 +90,8 @@ def judge(rows, key, greater_is_better, seeds, field="verdict"):
         elif base["diverged"]:
             said = "n/a (the baseline diverged)"
         else:
-            said = verdict(run_values(base, key), run_values(row, key), greater_is_better)
-            p = welch_p(run_values(base, key), run_values(row, key))
+            said = verdict_of_stats(base["metrics"][key], row["metrics"][key], greater_is_better)
+            p = welch_p_of_stats(base["metrics"][key], row["metrics"][key])
         if row["diverged"]:
             share = f"{len(row['diverged'])} of {seeds}"
             said, p = (f"baseline, diverged {share}" if i == 0 else f"diverged {share}"), None
