@@ -16,6 +16,8 @@ from appzoo.metrics import scalars
 
 #: mistakes listed per split (a class's most confident first); the rest are counted
 MAX_ROWS = 500
+#: classes up to which the confusion matrix is drawn as a table (a wider one is in metrics.json)
+MAX_MATRIX = 60
 SPLITS = ("dev", "test")
 
 STYLE = """
@@ -32,7 +34,7 @@ table{border-collapse:collapse;margin:6px 0 14px}th,td{padding:3px 8px;border:1p
 .splits{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:0 32px}
 tr.zero td{background:#fef2f2}
 table.cm td{min-width:34px;text-align:right;font-variant-numeric:tabular-nums}table.cm th span{writing-mode:vertical-rl;
- transform:rotate(180deg);white-space:nowrap;display:inline-block}td.note{white-space:nowrap}
+ transform:rotate(180deg);white-space:nowrap;display:inline-block}td.detail{white-space:nowrap}
 .top{display:flex;flex-wrap:wrap;gap:0 32px;align-items:flex-start}
 img{max-width:100%;border:1px solid #d0d7de;margin:4px 8px 8px 0}
 .filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #d0d7de;z-index:1}
@@ -154,8 +156,10 @@ def _split_section(split, result, labels, plots):
                          f'<td class="bars">{bars}</td></tr>')
         lines.append("</tbody></table>")
     matrix = result.get("confusion_matrix")
-    if matrix and len(matrix) == len(labels):
+    if matrix and len(matrix) == len(labels) <= MAX_MATRIX:
         lines += _confusion(matrix, labels)
+    elif matrix:
+        lines.append(f"<p>The confusion matrix ({len(matrix)} classes) is in <code>metrics.json</code>.</p>")
     calibration = result.get("calibration")
     if calibration:
         before = result.get("ece_before_scaling")
@@ -220,7 +224,7 @@ def _mistakes_section(mistakes):
                      f'data-predicted="{esc(r["predicted"])}" data-kind="{esc(r["kind"])}"><td>{esc(split)}</td>'
                      f'<td>{esc(r["kind"])}</td><td>{esc(r["gold"])}</td><td>{esc(r["predicted"])}</td>'
                      f'<td class="num">{confidence}</td><td class="text">{text}</td>'
-                     f'<td class="note">{esc(r.get("detail") or "")}</td></tr>')
+                     f'<td class="detail">{esc(r.get("detail") or "")}</td></tr>')
     return lines + ["</tbody></table>"]
 
 
