@@ -64,18 +64,20 @@ Pooling = Annotated[Literal["cls", "mean"], Key(
     "text vector: the encoder's pooled [CLS] (cls) or the mean of the token states (mean)")]
 
 
-def classification_loss(loss, class_counts=None, multi_label=False, head="this model"):
+def classification_loss(loss, class_counts=None, multi_label=False, head="this model", train_size=None):
     """The model's loss from ``model.loss`` for a classification head: the
     losses of the classification family whose targets fit the labels (one
     class index per example or token, or multi-hot rows) and, for a
     multi-label head (which decodes each class with its sigmoid against a
     threshold), whose activation is the sigmoid. ``head`` names the model in
-    messages."""
+    messages; ``class_counts`` and ``train_size`` (the number of training
+    examples) are what the reader counted, for the losses built on them."""
     from appzoo.errors import ConfigError
     from appzoo.losses import build_loss
 
     loss = loss or {"name": "bce" if multi_label else "ce"}
-    loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family="classification")
+    loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family="classification",
+                         train_size=train_size)
     target = getattr(loss_fn, "TARGET", "both")
     if multi_label and target == "index":
         raise ConfigError(f"model.loss.name: {loss['name']!r} takes one class index per example; multi-label "
@@ -99,19 +101,33 @@ def classification_loss(loss, class_counts=None, multi_label=False, head="this m
     return loss_fn
 
 
-def check_classification_loss(loss, multi_label=False, head="this model"):
+def check_classification_loss(loss, multi_label=False, head="this model", train_size_known=False):
     """Plan time: build the loss as :func:`classification_loss` would, before
-    any data is read. 'balanced' weights need the training label counts,
-    which only the data gives; a placeholder stands in for them here (the
-    count of classes is checked when the model is built)."""
-    counts = [1, 1] if _asks_balanced(loss) else None
-    return classification_loss(loss, counts, multi_label, head)
+    any data is read. 'balanced' weights and the losses built on the
+    training label counts need them, and only the data gives them; a
+    placeholder stands in for them here (the count of classes is checked
+    when the model is built). So it does for the number of training examples
+    where the head's reader supplies it (``train_size_known``); elsewhere a
+    loss that needs it is refused now."""
+    counts = [1, 1] if _needs_counts(loss) else None
+    # 3 examples, so neither placeholder class is in all of them (distribution_balanced's prior bias)
+    return classification_loss(loss, counts, multi_label, head, train_size=3 if train_size_known else None)
 
 
-def _asks_balanced(value):
+def _needs_counts(value):
+    """True when a loss section (or one nested in it, ohem's base) is built
+    from the training label counts: 'balanced' or {"effective_number": beta}
+    weights, or a loss that always is (``NEEDS_COUNTS``)."""
+    from appzoo.losses import LOSSES
+    from appzoo.losses.base import from_training_labels
+
     if isinstance(value, dict):
-        return any(_asks_balanced(v) for v in value.values())
-    return value == "balanced"
+        name = value.get("name")
+        if isinstance(name, str) and name in LOSSES and getattr(LOSSES.get(name, "model.loss.name"),
+                                                                 "NEEDS_COUNTS", False):
+            return True
+        return from_training_labels(value) or any(_needs_counts(v) for v in value.values())
+    return from_training_labels(value)
 
 
 def _sigmoid_losses():
@@ -138,21 +154,23 @@ class PooledClassifier(TaskModel):
     LOSS_FAMILY = "classification"
 
     def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,
-                 loss: LossSection = None, dropout: Dropout = 0.1, pooling: Pooling = "cls"):
+                 loss: LossSection = None, dropout: Dropout = 0.1, pooling: Pooling = "cls", train_size=None):
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
         self.multi_label = multi_label
         self.dropout = paddle.nn.Dropout(dropout)
         self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
-        self.loss_fn = classification_loss(loss, class_counts, multi_label, head=type(self).__name__)
+        self.loss_fn = classification_loss(loss, class_counts, multi_label, head=type(self).__name__,
+                                           train_size=train_size)
 
     @classmethod
     def check_config(cls, model_kwargs, known):
         """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``
         (the ``model`` section), given the model arguments the reader's config
         fixes before any data is read (``known``: ``multi_label``)."""
-        check_classification_loss(model_kwargs.get("loss"), known.get("multi_label", False), cls.__name__)
+        check_classification_loss(model_kwargs.get("loss"), known.get("multi_label", False), cls.__name__,
+                                  train_size_known="train_size" in cls.MODEL_ARGS)
 
     def forward(self, input_ids, token_type_ids=None, labels=None):
         sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)

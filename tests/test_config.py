@@ -367,7 +367,7 @@ def test_bad_loss_for_the_model_names_the_fitting_losses(tmp_path, capsys):
     assert cli(tmp_path, "--set", "model.loss.name=circle") == 2
     err = capsys.readouterr().err
     assert "examples/cls_ernie_fc_with_focal.json" not in err  # the message names the file that was given
-    assert f"{EXAMPLE}: model.loss.name: 'circle' does not fit a classification model (losses that fit: bce, ce" in err
+    assert f"{EXAMPLE}: model.loss.name: 'circle' does not fit a classification model (losses that fit: asl, balanced_softmax, bce, ce" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -39,9 +39,9 @@ def test_out_of_range(cfg, message):
 
 def test_unknown_and_missing_name():
     with pytest.raises(ConfigError, match=r"model\.loss\.name: 'focall' is not a registered loss; "
-                                          r"did you mean 'focal'\? \(available: bce, ce, circle"):
+                                          r"did you mean 'focal'\? \(available: asl, balanced_softmax, bce, ce, circle"):
         build_loss({"name": "focall"})
-    with pytest.raises(ConfigError, match=r"model\.loss\.name: required key is missing \(available: bce"):
+    with pytest.raises(ConfigError, match=r"model\.loss\.name: required key is missing \(available: asl, "):
         build_loss({"gamma": 2.0})
     with pytest.raises(ConfigError, match=r"model\.loss: expected an object"):
         build_loss("focal")
@@ -63,7 +63,9 @@ def test_balanced_needs_class_counts():
 
 def test_family_mismatch_lists_what_fits():
     with pytest.raises(ConfigError, match=r"model\.loss\.name: 'circle' does not fit a classification model "
-                                          r"\(losses that fit: bce, ce, dice, focal, ghm, kl, multilabel_ce, ohem\)"):
+                                          r"\(losses that fit: asl, balanced_softmax, bce, ce, dice, "
+                                          r"distribution_balanced, focal, ghm, kl, logit_adjusted_ce, multilabel_ce, "
+                                          r"ohem\)"):
         build_loss({"name": "circle"}, family="classification")
     with pytest.raises(ConfigError, match=r"task\.loss\.name: 'ce' does not fit a embedding model"):
         build_loss({"name": "ce"}, key_path="task.loss", family="embedding")
@@ -96,4 +98,5 @@ def test_ohem_base_is_validated_under_its_own_key_path():
 def test_every_loss_builds_from_its_defaults():
     for name in LOSSES.names():
         cfg = {"name": name, "base": {"name": "ce"}} if name == "ohem" else {"name": name}
-        assert build_loss(cfg).FAMILY in ("classification", "pair", "embedding")
+        # counts for the losses built on the training labels (logit_adjusted_ce, distribution_balanced)
+        assert build_loss(cfg, class_counts=[1, 2], train_size=4).FAMILY in ("classification", "pair", "embedding")

@@ -109,7 +109,7 @@ def test_softmax_loss_on_a_multi_label_head(loss, shown, tmp_path):
     config = load(MULTI, tmp_path, f"model.loss={json.dumps(loss)}")
     with pytest.raises(ConfigError, match=rf"model\.loss\.name: {shown} trains a softmax over the labels, but "
                                           r"ErnieFcClassification with dataset_reader\.multi_label=true decodes "
-                                          r"each label by its sigmoid .*\(losses that fit: bce, .*multilabel_ce"):
+                                          r"each label by its sigmoid .*\(losses that fit: asl, bce, .*multilabel_ce"):
         validate(config)
 
 

@@ -14,6 +14,9 @@ from appzoo.losses.dice import DiceLoss, dice_loss
 from appzoo.losses.ghm import GHMLoss, ghm_loss
 from appzoo.losses.multilabel_ce import MultiLabelCELoss, multilabel_ce_loss
 from appzoo.losses.kl import KLDivLoss, kl_div_loss
+from appzoo.losses.logit_adjusted import BalancedSoftmaxLoss, LogitAdjustedCELoss, logit_adjusted_ce_loss
+from appzoo.losses.asl import AsymmetricLoss, asl_loss
+from appzoo.losses.distribution_balanced import DistributionBalancedLoss, distribution_balanced_loss
 from appzoo.losses.ohem import OHEMLoss, ohem_loss
 from appzoo.losses.circle import CircleLoss, circle_loss
 from appzoo.losses.pairwise import NCELoss, PairwiseHingeLoss, nce_loss, pairwise_hinge_loss
@@ -27,6 +30,8 @@ __all__ = [
     "cross_entropy_loss", "CrossEntropyLoss", "binary_cross_entropy_loss", "BinaryCrossEntropyLoss",
     "focal_loss", "FocalLoss", "dice_loss", "DiceLoss", "ghm_loss", "GHMLoss",
     "multilabel_ce_loss", "MultiLabelCELoss", "kl_div_loss", "KLDivLoss", "ohem_loss", "OHEMLoss",
+    "logit_adjusted_ce_loss", "LogitAdjustedCELoss", "BalancedSoftmaxLoss", "asl_loss", "AsymmetricLoss",
+    "distribution_balanced_loss", "DistributionBalancedLoss",
     "circle_loss", "CircleLoss", "pairwise_hinge_loss", "PairwiseHingeLoss", "nce_loss", "NCELoss",
     "sum_hinge_loss", "SumHingeLoss", "max_hinge_loss", "MaxHingeLoss", "triplet_loss", "TripletLoss",
     "infonce_loss", "InfoNCELoss",

@@ -92,36 +92,67 @@ def check_reduction(reduction):
     return check_choice("reduction", reduction, REDUCTIONS)
 
 
+WEIGHT_FORMS = "a number, a list of numbers, 'balanced' or {\"effective_number\": beta}"
+
+
+def training_counts(class_counts, param, what):
+    """``class_counts`` as ints, each > 0: what a weight computed from the
+    training labels needs (``what`` names that weight in messages)."""
+    if class_counts is None:
+        raise LossParamError(
+            param, f"is {what}, which needs the training label counts (class_counts), "
+            "but none were given; pass class_counts or give explicit per-class weights")
+    counts = [int(c) for c in class_counts]
+    empty = [i for i, c in enumerate(counts) if c <= 0]
+    if not counts or empty:
+        raise LossParamError(
+            param, f"is {what}, but class(es) {empty} have no training examples "
+            f"(class_counts={counts}); give explicit per-class weights instead")
+    return counts
+
+
 def balanced_weights(class_counts, param):
     """sklearn's ``compute_class_weight("balanced")``: ``n_samples / (n_classes * count)``.
 
     The weights average to 1 over the training labels, so a weighted mean over
     a batch drawn from the training data keeps the scale of the plain mean.
     """
-    if class_counts is None:
-        raise LossParamError(
-            param, "is 'balanced', which needs the training label counts (class_counts), "
-            "but none were given; pass class_counts or give explicit per-class weights")
-    counts = [int(c) for c in class_counts]
-    empty = [i for i, c in enumerate(counts) if c <= 0]
-    if not counts or empty:
-        raise LossParamError(
-            param, f"is 'balanced', but class(es) {empty} have no training examples "
-            f"(class_counts={counts}); give explicit per-class weights instead")
+    counts = training_counts(class_counts, param, "'balanced'")
     total = sum(counts)
     return [total / (len(counts) * c) for c in counts]
 
 
+def effective_number_weights(class_counts, beta, param):
+    """Class-balanced weights, Cui et al. 2019, "Class-Balanced Loss Based on
+    Effective Number of Samples": ``w_c = (1 - beta) / (1 - beta ** n_c)``,
+    one over the effective number of examples of class c, scaled (as the
+    paper does) so that the weights sum to the number of classes.
+
+    ``beta`` in [0, 1): 0 gives all 1; towards 1 the weights approach
+    ``1 / n_c`` (0.9, 0.99, 0.999 and 0.9999 are the paper's grid).
+    """
+    check_range(f"{param}.effective_number", beta, 0.0, 1.0, high_open=True)
+    counts = training_counts(class_counts, param, f'{{"effective_number": {beta!r}}}')
+    raw = [(1.0 - beta) / (1.0 - beta ** c) for c in counts]
+    return [w * len(raw) / sum(raw) for w in raw]
+
+
 def per_class_weights(param, value, class_counts, low=0.0, high=None):
-    """Resolve a ``float | list | "balanced" | None`` weight argument to a list or scalar."""
+    """Resolve a ``float | list | "balanced" | {"effective_number": beta} | None``
+    weight argument to a list or scalar."""
     if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
         if value is not None:
             check_range(param, value, low, high)
         return value
     if isinstance(value, str):
         if value != "balanced":
-            raise LossParamError(param, f"must be a number, a list of numbers or 'balanced', got {value!r}")
+            raise LossParamError(param, f"must be {WEIGHT_FORMS}, got {value!r}")
         return balanced_weights(class_counts, param)
+    if isinstance(value, dict):
+        if list(value) != ["effective_number"]:
+            raise LossParamError(param, f"as an object must be {{\"effective_number\": beta}} with beta in "
+                                 f"[0, 1), got {value!r}")
+        return effective_number_weights(class_counts, value["effective_number"], param)
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             check_range(f"{param}[{i}]", v, low, high)
@@ -129,7 +160,12 @@ def per_class_weights(param, value, class_counts, low=0.0, high=None):
             raise LossParamError(
                 param, f"has {len(value)} entries but the training data has {len(class_counts)} classes")
         return [float(v) for v in value]
-    raise LossParamError(param, f"must be a number, a list of numbers or 'balanced', got {value!r}")
+    raise LossParamError(param, f"must be {WEIGHT_FORMS}, got {value!r}")
+
+
+def from_training_labels(value):
+    """True when a weight argument is computed from the training label counts."""
+    return value == "balanced" or isinstance(value, dict) and "effective_number" in value
 
 
 def as_class_tensor(weights, logits, param):
@@ -278,6 +314,9 @@ class ClassificationLoss(paddle.nn.Layer):
     FAMILY = "classification"
     TARGET = "index"
     ACTIVATION = "softmax"
+    #: built from the training label counts whatever its keys say (plan-time
+    #: checks then supply placeholder counts, as for 'balanced' weights)
+    NEEDS_COUNTS = False
 
     def elementwise(self, logits, labels):
         raise NotImplementedError

@@ -6,7 +6,7 @@ from appzoo.errors import ConfigError
 from appzoo.losses.base import FAMILIES, LossParamError
 from appzoo.registry import LOSSES
 
-SUPPLIED = ("class_counts", "key_path")
+SUPPLIED = ("class_counts", "train_size", "key_path")
 
 
 def losses_for(family):
@@ -16,17 +16,19 @@ def losses_for(family):
     return [name for name in LOSSES.names() if LOSSES.get(name, "loss").FAMILY == family]
 
 
-def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
+def build_loss(cfg, key_path="model.loss", class_counts=None, family=None, train_size=None):
     """Build the loss named by ``cfg["name"]`` with the other keys as arguments.
 
     Args:
         cfg: the param-file section, e.g. ``{"name": "focal", "gamma": 2.0}``.
         key_path: where ``cfg`` sits in the param file, for messages.
         class_counts: training label counts per class, used where the config
-            says ``"balanced"``.
+            says ``"balanced"`` or ``{"effective_number": beta}`` and by the
+            losses built on them (``logit_adjusted_ce``, ...).
         family: the call shape the model needs (``"classification"``,
             ``"pair"`` or ``"embedding"``, or a tuple of those the model
             accepts); a loss of another family is refused.
+        train_size: the number of training examples (``distribution_balanced``).
 
     Raises ConfigError naming the full key path for: a missing or unknown
     name, a loss that does not fit ``family``, unknown keys, wrong types and
@@ -51,7 +53,7 @@ def build_loss(cfg, key_path="model.loss", class_counts=None, family=None):
     kwargs = {k: v for k, v in cfg.items() if k != "name"}
     check_kwargs(cls, kwargs, key_path, supplied=SUPPLIED, label=name)
     accepted = inspect.signature(cls.__init__).parameters
-    supplied = {"class_counts": class_counts, "key_path": key_path}
+    supplied = {"class_counts": class_counts, "train_size": train_size, "key_path": key_path}
     kwargs.update({k: v for k, v in supplied.items() if k in accepted})
     try:
         return in_float32(cls(**kwargs))

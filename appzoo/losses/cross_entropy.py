@@ -63,15 +63,17 @@ def cross_entropy_loss(logits, labels, *, class_weights=None, label_smoothing=0.
 
 @LOSSES.register("ce")
 class CrossEntropyLoss(ClassificationLoss):
-    """See cross_entropy_loss. ``class_weights="balanced"`` uses ``class_counts``."""
+    """See cross_entropy_loss. ``class_weights="balanced"`` or
+    ``{"effective_number": beta}`` uses ``class_counts``."""
 
     TARGET = "both"
     ACTIVATION = "softmax"
 
     @check_args()
-    def __init__(self, class_weights: Annotated[Union[List[Weight], Literal["balanced"], None], Key(
-                     "per-class weights: a list (one per class) or 'balanced' (n / (classes * count) from the "
-                     "training labels); null: all 1")] = None,
+    def __init__(self, class_weights: Annotated[Union[List[Weight], Literal["balanced"], dict, None], Key(
+                     "per-class weights: a list (one per class), 'balanced' (n / (classes * count) from the "
+                     "training labels) or {\"effective_number\": beta} (beta in [0, 1): (1 - beta) / "
+                     "(1 - beta ** count), summing to the number of classes); null: all 1")] = None,
                  label_smoothing: Annotated[float, Key("mix this much of the uniform distribution into the "
                                                        "target", ge=0, lt=1)] = 0.0,
                  ignore_index: IgnoreIndex = -100,

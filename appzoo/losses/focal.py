@@ -7,7 +7,8 @@ import paddle.nn.functional as F
 from appzoo.config import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, LossParamError, Mode, Reduction, as_class_tensor, check_choice, check_range,
-    check_reduction, classification_targets, gold_log_prob, per_class_weights, reduce_loss, safe_pow,
+    check_reduction, classification_targets, from_training_labels, gold_log_prob, per_class_weights, reduce_loss,
+    safe_pow,
 )
 from appzoo.losses.cross_entropy import bce_elementwise, bce_targets
 from appzoo.registry import LOSSES
@@ -105,7 +106,8 @@ def focal_loss(logits, labels, *, gamma=2.0, alpha=None, mode="softmax", normali
 
 @LOSSES.register("focal")
 class FocalLoss(ClassificationLoss):
-    """See focal_loss. ``alpha="balanced"`` (softmax mode) uses ``class_counts``."""
+    """See focal_loss. ``alpha="balanced"`` or ``{"effective_number": beta}``
+    (softmax mode) uses ``class_counts``."""
 
     TARGET = "both"
     ACTIVATION = ("softmax", "sigmoid")  # chosen by ``mode``
@@ -113,9 +115,10 @@ class FocalLoss(ClassificationLoss):
     @check_args()
     def __init__(self, gamma: Annotated[float, Key("focusing exponent of (1 - p_t) (0: weighted CE / BCE)",
                                                    ge=0)] = 2.0,
-                 alpha: Annotated[Union[float, List[float], Literal["balanced"], None], Key(
-                     "softmax: class weight, a number, one per class (>= 0) or 'balanced'; sigmoid: weight of "
-                     "the positives, <= 1 (< 0 disables; null: 0.25)")] = None,
+                 alpha: Annotated[Union[float, List[float], Literal["balanced"], dict, None], Key(
+                     "softmax: class weight, a number, one per class (>= 0), 'balanced' or "
+                     "{\"effective_number\": beta} (as ce's class_weights); sigmoid: weight of the positives, "
+                     "<= 1 (< 0 disables; null: 0.25)")] = None,
                  mode: Mode = "softmax",
                  normalizer: Annotated[Literal["mean", "sum", "num_positive"], Key(
                      "sigmoid mode with reduction mean: divide the sum by the valid elements, by 1, or by "
@@ -125,8 +128,8 @@ class FocalLoss(ClassificationLoss):
         super().__init__()
         _check_normalizer(mode, normalizer, reduction)
         if mode == "sigmoid":
-            if alpha == "balanced":
-                raise LossParamError("alpha", "'balanced' only applies with mode 'softmax'; in mode "
+            if from_training_labels(alpha):
+                raise LossParamError("alpha", f"{alpha!r} only applies with mode 'softmax'; in mode "
                                      "'sigmoid' alpha is the positive-class weight in [0, 1] (or < 0 to disable)")
             if isinstance(alpha, (list, tuple)):
                 alpha = per_class_weights("alpha", alpha, class_counts, 0.0, 1.0)

@@ -58,7 +58,8 @@ class OHEMLoss(ClassificationLoss):
                  ratio: Annotated[float, Key("share of the valid elements kept, the hardest", gt=0, le=1)] = 0.25,
                  min_kept: Annotated[int, Key("keep at least this many elements", ge=0)] = 0,
                  reduction: Reduction = "mean",
-                 class_counts: Optional[Sequence[int]] = None, key_path: str = "loss"):
+                 class_counts: Optional[Sequence[int]] = None, train_size: Optional[int] = None,
+                 key_path: str = "loss"):
         super().__init__()
         from appzoo.losses.build import build_loss  # build imports this module
 
@@ -67,7 +68,8 @@ class OHEMLoss(ClassificationLoss):
                                  "reduces the kept elements itself; set reduction on the ohem loss")
         if isinstance(base, dict) and base.get("name") == "ohem":
             raise LossParamError("base.name", "must not be 'ohem' (nested ohem)")
-        self.base = build_loss(base, f"{key_path}.base", class_counts=class_counts, family="classification")
+        self.base = build_loss(base, f"{key_path}.base", class_counts=class_counts, family="classification",
+                               train_size=train_size)
         self.TARGET = self.base.TARGET
         self.ACTIVATION = self.base.ACTIVATION
         self.ratio, self.min_kept, self.reduction = ratio, min_kept, reduction

@@ -10,10 +10,11 @@ class ErnieFcClassification(PooledClassifier):
     (sigmoid, one logit per class), the loss taken from ``model.loss``."""
 
     READERS = ("text_classification",)
-    MODEL_ARGS = ("encoder", "num_labels", "class_counts", "multi_label")
+    MODEL_ARGS = ("encoder", "num_labels", "class_counts", "multi_label", "train_size")
 
     @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,
-                 loss: LossSection = None, dropout: Dropout = 0.1, pooling: Pooling = "cls"):
+                 loss: LossSection = None, dropout: Dropout = 0.1, pooling: Pooling = "cls", train_size=None):
+        # train_size: the number of training examples (distribution_balanced); None in a model saved before it
         super().__init__(encoder, num_labels, class_counts, multi_label, loss=loss, dropout=dropout,
-                         pooling=pooling)
+                         pooling=pooling, train_size=train_size)
