@@ -817,3 +817,18 @@ def _(ws):
     out = ws.prior_run()
     return argv(ws.params(CLS), f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true",
                 "trainer.learning_rate=1e30", "trainer.max_steps=6", "trainer.max_grad_norm=0")
+
+
+# --- imbalance losses (issue 18); a class with no training example: tests/test_losses_imbalance.py ---------
+simple("logit-adjusted-tau-negative", "param range", (r"model\.loss\.tau", r"-1\b"),
+       model__loss={"name": "logit_adjusted_ce", "tau": -1})
+simple("effective-number-beta-1", "param range", (r"model\.loss\.class_weights\.effective_number", r"\b1\.0\b"),
+       model__loss={"name": "ce", "class_weights": {"effective_number": 1.0}})
+simple("effective-number-misspelled", "param types", (r"model\.loss\.alpha", r"effective_numbr"),
+       model__loss={"name": "focal", "alpha": {"effective_numbr": 0.99}})
+simple("asl-clip-1", "param range", (r"model\.loss\.clip", r"\b1\.0\b"), example=ML,
+       model__loss={"name": "asl", "clip": 1.0})
+simple("logit-adjusted-ce-on-multilabel-head", "combination", (r"model\.loss", r"logit_adjusted_ce"), example=ML,
+       model__loss={"name": "logit_adjusted_ce"})
+simple("distribution-balanced-on-pointwise-matcher", "combination", (r"model\.loss", r"distribution_balanced",
+       r"train_size"), example=POINT, model__loss={"name": "distribution_balanced"})
