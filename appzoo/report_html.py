@@ -26,7 +26,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Micro
 h1{font-size:24px;margin:24px 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d0d7de}
 h3{font-size:15px;margin:20px 0 6px}
 table{border-collapse:collapse;margin:6px 0 14px}th,td{padding:3px 8px;border:1px solid #d0d7de;text-align:left;
- vertical-align:top}th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+ vertical-align:top}th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .warn{color:#9a3412;background:#fff7ed;border-left:4px solid #ea580c;padding:4px 10px;margin:4px 0}
 .note{background:#f0f9ff;border-left:4px solid #0284c7;padding:4px 10px;margin:4px 0}
 .bar{display:block;height:7px;background:#2563eb;margin:1px 0}.legend .bar{display:inline-block;margin-right:4px}
@@ -286,13 +286,15 @@ def write_sweep(folder, summary):
         header += [f"{confirmation} (confirmation)", "Welch p"]
     body.append('<table id="settings"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in header)
                 + "</tr></thead><tbody>")
+    numeric = {1, *range(2, 3 + len(keys))}  # seeds, the metrics, the wall time
     for row in summary["settings"]:
         cells = [esc(row["setting"]), row["n"], *(_stats(row["metrics"][k]) for k in keys),
                  "–" if row["wall_time_s"]["mean"] is None else f"{row['wall_time_s']['mean']:.1f}",
                  esc(row["verdict"]), _p(row.get("verdict_p"))]
         if confirmation:
             cells += [esc(row.get("test_verdict", "–")), _p(row.get("test_verdict_p"))]
-        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        body.append("<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
+                                     for i, c in enumerate(cells)) + "</tr>")
     body.append("</tbody></table>")
     body.append(image(os.path.join(folder, "sweep.png"), "each setting's mean, std and runs"))
     for split in SPLITS:

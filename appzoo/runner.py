@@ -104,6 +104,7 @@ def prepare(plan):
     the caller removes the temporary folder with :meth:`Prepared.cleanup`."""
     data = plan.data
     reader = plan.reader_class(**plan.reader_kwargs)
+    reader.tune_metric = plan.trainer.dev_metric(reader)[0]
     audit = "audit" in plan.do  # the audit reads every split there is
     needed = {"train": "train" in plan.do or audit, "dev": bool({"train", "eval"} & set(plan.do)) or audit,
               "test": "eval" in plan.do or audit, "predict": "predict" in plan.do or audit}

@@ -79,19 +79,24 @@ def test_temperature_on_a_multi_label_reader_is_refused():
 
 
 @pytest.mark.slow
-def test_a_run_reports_ece_before_and_after_and_the_predictor_uses_the_temperature(tmp_path):
+def test_a_run_reports_ece_and_the_logit_adjustment_before_and_after_and_the_predictor_uses_both(tmp_path):
+    """Temperature scaling and post-hoc logit adjustment (tests/test_logit_adjust.py) in one run."""
     from appzoo import Predictor
 
     out = tmp_path / "out"
     assert run_trainer.main(["--param_path", "examples/cls_ernie_fc_ch.json", "--set", f"trainer.output_dir={out}",
                              "--set", "trainer.max_steps=6", "--set", "trainer.progress_bar=false",
-                             "--set", "dataset_reader.calibrate=temperature"]) == 0
+                             "--set", "dataset_reader.calibrate=temperature",
+                             "--set", "dataset_reader.logit_adjust=tune"]) == 0
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     state = json.loads((out / "best" / "reader_state.json").read_text(encoding="utf-8"))
     assert state["temperature"] > 0 and state["temperature"] != 1.0
+    assert state["logit_adjust"]["priors"] == pytest.approx([0.2175, 0.0867, 0.5533, 0.1425], abs=1e-4)
     for split in ("dev", "test"):
         assert 0 <= metrics[split]["ece"] <= 1 and "ece_before_scaling" in metrics[split]
         assert metrics[split]["calibration"]["temperature"] == state["temperature"]
+        assert metrics[split]["logit_adjust_tau"] == state["logit_adjust"]["tau"]
+        assert 0 <= metrics[split]["macro_f1_before_logit_adjust"] <= 1
     assert os.path.isfile(out / "plots" / "reliability_test.png")
     assert "| ece |" in (out / "report.md").read_text(encoding="utf-8")
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]

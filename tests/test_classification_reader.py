@@ -133,7 +133,8 @@ def test_multi_label_with_separator(tmp_path):
     train = reader.read(write(tmp_path, "t.tsv", "a\tx|y\nb\ty\n"), "train")
     labels = reader.build_labels(train)
     assert labels == ["x", "y"] and train[0]["label"] == ["x", "y"]
-    assert reader.model_args(labels, train) == {"num_labels": 2, "class_counts": [1, 2], "multi_label": True}
+    assert reader.model_args(labels, train) == {"num_labels": 2, "class_counts": [1, 2], "multi_label": True,
+                                              "train_size": 2}
 
 
 def test_empty_text_and_empty_file(tmp_path):

@@ -127,6 +127,10 @@ class DatasetReader:
         then says so, and warns from the per-class table alone)."""
         return None
 
+    #: the dev metric that chooses best/ (``trainer.metric_for_best``), which :meth:`fit` tunes a decision rule
+    #: for where it tunes one; set by the runner before training
+    tune_metric = None
+
     def fit(self, examples, predictions, labels):
         """Tune what is tuned on dev (a decision threshold) from the dev
         predictions at each evaluation during training; returns :meth:`state`."""

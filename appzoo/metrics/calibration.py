@@ -46,6 +46,16 @@ def scale(probs, temperature):
     return softmax(logits / temperature)
 
 
+def adjust(probs, priors, tau):
+    """Post-hoc logit adjustment (Menon et al., "Long-tail learning via logit
+    adjustment", ICLR 2021): ``softmax(log(probs) - tau * log(priors))`` row by
+    row, so that the argmax is that of ``logits - tau * log(prior)``; ``tau`` 1
+    targets the balanced error, 0 leaves the probabilities as they are. With a
+    negative ``tau`` it undoes an adjustment by ``-tau``."""
+    logits = np.log(np.clip(np.asarray(probs, dtype=np.float64), 1e-300, None))
+    return softmax(logits - tau * np.log(np.asarray(priors, dtype=np.float64)))
+
+
 def softmax(logits):
     shifted = logits - logits.max(axis=-1, keepdims=True)
     exp = np.exp(shifted)

@@ -37,6 +37,32 @@ def classification_metrics(gold, pred, names):
     }
 
 
+def decision_score(gold, pred, num_classes, metric):
+    """``metric`` (accuracy, or the macro, micro or weighted precision, recall
+    or F1) of class indices, as :func:`classification_metrics` gives it, from
+    one confusion matrix: what tuning a decision rule on dev computes for each
+    candidate."""
+    gold, pred = np.asarray(gold, dtype=np.int64), np.asarray(pred, dtype=np.int64)
+    if not len(gold):
+        return 0.0
+    confusion = np.bincount(gold * num_classes + pred, minlength=num_classes ** 2).reshape(num_classes, num_classes)
+    right = np.diag(confusion).astype(np.float64)
+    if metric == "accuracy":
+        return float(right.sum() / len(gold))
+    average, kind = metric.split("_", 1)
+    if average == "micro":  # one label per example, every class counted: micro P = R = F1 = accuracy
+        return float(right.sum() / len(gold))
+    predicted, support = confusion.sum(axis=0), confusion.sum(axis=1)
+    precision = np.divide(right, predicted, out=np.zeros_like(right), where=predicted > 0)
+    recall = np.divide(right, support, out=np.zeros_like(right), where=support > 0)
+    f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros_like(right),
+                   where=precision + recall > 0)
+    value = {"precision": precision, "recall": recall, "f1": f1}[kind]
+    if average == "macro":
+        return float(value.mean())
+    return float((value * support).sum() / support.sum())  # weighted by the gold count of each class
+
+
 @METRICS.register("multilabel_classification")
 def multilabel_metrics(gold, pred, names):
     """Subset accuracy, macro/micro/weighted P/R/F1 and per-class scores of

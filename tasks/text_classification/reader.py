@@ -1,6 +1,6 @@
 """Reader for text classification: TSV / CSV / JSONL, multi-class or multi-label."""
 import os
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
 import numpy as np
 
@@ -12,7 +12,8 @@ from appzoo.data.tabular import (
     wrong_type,
 )
 from appzoo.errors import ConfigError, DataError
-from appzoo.metrics.calibration import calibration, fit_temperature, scale
+from appzoo.metrics.calibration import adjust, calibration, fit_temperature, scale
+from appzoo.metrics.classification import decision_score
 from appzoo.metrics.curves import threshold_curves
 from appzoo.metrics.matching import best_f1_threshold
 from appzoo.mistakes import label_mistakes, multilabel_mistakes
@@ -22,6 +23,13 @@ from appzoo.registry import METRICS, READERS, did_you_mean
 
 #: ``dataset_reader.calibrate``: how the probabilities of a single-label model are calibrated on dev.
 CALIBRATIONS = ("none", "temperature")
+#: ``dataset_reader.logit_adjust: tune``: the values of tau tried on dev (0, no adjustment, among them)
+TAUS = tuple(round(0.1 * i, 1) for i in range(21))
+#: metrics a decision rule changes; logit_adjust is tuned for trainer.metric_for_best when it is one, else macro_f1
+DECISION_METRICS = ("accuracy", *(f"{a}_{m}" for a in ("macro", "micro", "weighted")
+                                  for m in ("precision", "recall", "f1")))
+#: what metrics.json also gives without the adjustment, ``<name>_before_logit_adjust``
+BEFORE_ADJUST = ("accuracy", "macro_f1", "micro_f1", "weighted_f1")
 
 
 @READERS.register("text_classification")
@@ -65,7 +73,14 @@ class ClassificationReader(DatasetReader):
                      "single-label: temperature fits one temperature on dev at each dev evaluation for the "
                      "smallest dev log-loss, so that the probabilities match how often they are right (saved "
                      "with the model in best/, used by eval, predict and appzoo.Predictor; the predicted "
-                     "label never changes); none keeps the softmax as trained")] = "none", **kwargs):
+                     "label never changes); none keeps the softmax as trained")] = "none",
+                 logit_adjust: Annotated[Union[float, Literal["tune"], None], Key(
+                     "single-label, post-hoc logit adjustment (Menon et al. 2021): decode by argmax of logits - "
+                     "tau * log(prior), the priors from the training labels; a number is tau (1 aims at the "
+                     "balanced error), tune picks tau in 0, 0.1, ..., 2 on dev for trainer.metric_for_best at "
+                     "each dev evaluation (saved with the model in best/, used by eval, predict and "
+                     "appzoo.Predictor; metrics.json also gives the metrics without it); null: off", ge=0)] = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
         self.fields = columns(format, text=(text_column, 0), label=(label_column, 1))
@@ -81,6 +96,12 @@ class ClassificationReader(DatasetReader):
                               "multi_label decodes each label by its own sigmoid and threshold (use none)")
         self.calibrate = calibrate
         self.temperature = 1.0  # from the last fit (calibrate: temperature)
+        if logit_adjust is not None and multi_label:
+            raise ConfigError("dataset_reader.logit_adjust: adjusts a softmax over the labels; multi_label decodes "
+                              "each label by its own sigmoid and threshold (per_label_thresholds tunes those)")
+        self.logit_adjust = logit_adjust
+        self.tau = 0.0 if logit_adjust in (None, "tune") else float(logit_adjust)  # "tune": from the last fit
+        self.priors = None  # the training label shares, from model_args or a saved state
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -204,11 +225,19 @@ class ClassificationReader(DatasetReader):
         if self.multi_label:
             return ["subset_accuracy", *averages, "loss"]
         calibrated = ["ece_before_scaling"] if self.calibrate != "none" else []
-        return ["accuracy", *averages, "loss", "ece", *calibrated]
+        adjusted = ([f"{name}_before_logit_adjust" for name in BEFORE_ADJUST] + ["logit_adjust_tau"]
+                    if self.logit_adjust is not None else [])
+        return ["accuracy", *averages, "loss", "ece", *calibrated, *adjusted]
 
     def model_args(self, labels, train_examples):
+        """Also keeps the training label shares as the priors of ``logit_adjust`` (a label with no training
+        example counts as one, so its log-prior stays finite)."""
         counts = label_counts(self._values(train_examples), labels) if train_examples else None
-        return {"num_labels": len(labels), "class_counts": counts, "multi_label": self.multi_label}
+        if counts is not None and not self.multi_label:
+            clamped = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
+            self.priors = (clamped / clamped.sum()).tolist()
+        return {"num_labels": len(labels), "class_counts": counts, "multi_label": self.multi_label,
+                "train_size": len(train_examples) if train_examples else None}
 
     def texts(self, examples):
         return (example["text"] for example in examples)
@@ -236,6 +265,8 @@ class ClassificationReader(DatasetReader):
             return [{"probs": p, "labels": [labels[j] for j in np.flatnonzero(c)]} for p, c in zip(probs, chosen)]
         if self.temperature != 1.0:
             probs = scale(probs, self.temperature)
+        if self.tau:
+            probs = adjust(probs, self.priors, self.tau)
         return [{"probs": p, "label": labels[int(np.argmax(p))]} for p in probs]
 
     def evaluate(self, examples, predictions, labels):
@@ -255,7 +286,17 @@ class ClassificationReader(DatasetReader):
         gold = [index[e["label"]] for e in examples]
         pred = [index[p["label"]] for p in predictions]
         metrics = METRICS.get("classification", "metric")(gold, pred, labels)
+        if self.logit_adjust is not None and predictions:
+            before = METRICS.get("classification", "metric")(gold, list(self._unadjusted(predictions).argmax(axis=1)),
+                                                             labels)
+            metrics.update({f"{name}_before_logit_adjust": before[name] for name in BEFORE_ADJUST},
+                           logit_adjust_tau=self.tau)
         return {**metrics, **self._calibration(predictions, gold)}
+
+    def _unadjusted(self, predictions):
+        """The probabilities of ``predictions`` without the logit adjustment (temperature scaling kept)."""
+        probs = np.stack([p["probs"] for p in predictions])
+        return adjust(probs, self.priors, -self.tau) if self.tau else probs
 
     def _calibration(self, predictions, gold):
         """``ece`` and the reliability bins (``calibration``) of the probabilities
@@ -286,6 +327,8 @@ class ClassificationReader(DatasetReader):
         :func:`~appzoo.metrics.matching.best_f1_threshold`."""
         if self.calibrate == "temperature" and examples:
             self._fit_temperature(examples, predictions, labels)
+        if self.logit_adjust == "tune" and examples:
+            self._tune_tau(examples, predictions, labels)
         if not (self.multi_label and self.per_label_thresholds) or not examples:
             return self.state()
         probs = np.stack([p["probs"] for p in predictions])
@@ -301,6 +344,22 @@ class ClassificationReader(DatasetReader):
                 self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
         return self.state()
 
+    def _tune_tau(self, examples, predictions, labels):
+        """Choose tau among :data:`TAUS` for the best ``tune_metric`` on these (dev) predictions (the smallest
+        tau of equals, so 0 unless an adjustment helps), and decode them again with it."""
+        if self.priors is None:
+            raise ConfigError("dataset_reader.logit_adjust: needs the training label priors, which this model "
+                              "was saved without; train it with logit_adjust set")
+        metric = self.tune_metric if self.tune_metric in DECISION_METRICS else "macro_f1"
+        index = {name: i for i, name in enumerate(labels)}
+        gold = [index[e["label"]] for e in examples]
+        raw = self._unadjusted(predictions)
+        best = max(TAUS, key=lambda tau: (decision_score(gold, adjust(raw, self.priors, tau).argmax(axis=1),
+                                                         len(labels), metric), -tau))
+        self.tau = float(best)
+        for p, probs in zip(predictions, adjust(raw, self.priors, self.tau)):
+            p["probs"], p["label"] = probs, labels[int(np.argmax(probs))]
+
     def _fit_temperature(self, examples, predictions, labels):
         """Fit the temperature on these (dev) predictions and rescale their probabilities with it."""
         index = {name: i for i, name in enumerate(labels)}
@@ -314,13 +373,26 @@ class ClassificationReader(DatasetReader):
         {"threshold", "dev_f1", "dev_positives"}}``; labels not listed use
         ``threshold``). Single-label with ``calibrate``: the fitted ``temperature``."""
         if not self.multi_label:
-            return {"temperature": self.temperature} if self.calibrate != "none" else {}
+            state = {"temperature": self.temperature} if self.calibrate != "none" else {}
+            if self.logit_adjust is not None:
+                state["logit_adjust"] = {"tau": self.tau, "priors": self.priors}
+            return state
         return {"threshold": self.threshold, "per_label": {k: dict(v) for k, v in self.tuned.items()}}
 
     def load_state(self, state):
         self.tuned = {k: dict(v) for k, v in (state or {}).get("per_label", {}).items()}
         # a model trained further with calibrate none keeps its softmax as trained
         self.temperature = float((state or {}).get("temperature", 1.0)) if self.calibrate != "none" else 1.0
+        saved = (state or {}).get("logit_adjust")
+        if saved and saved.get("priors"):
+            self.priors = [float(v) for v in saved["priors"]]
+        if self.logit_adjust is None:  # a model used or trained further without it decodes as trained
+            self.tau = 0.0
+        elif self.logit_adjust == "tune":
+            self.tau = float(saved["tau"]) if saved else 0.0
+        if self.tau and self.priors is None:
+            raise ConfigError("dataset_reader.logit_adjust: needs the training label priors, which this model "
+                              "was saved without; train it with logit_adjust set")
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

@@ -1,0 +1,120 @@
+"""Post-hoc logit adjustment (``dataset_reader.logit_adjust``, Menon et al. 2021) against a NumPy
+reference of its formula, tuning tau on dev, saving it with the model, and its errors."""
+import numpy as np
+import pytest
+
+from appzoo.errors import ConfigError
+from appzoo.metrics import classification_metrics
+from appzoo.metrics.calibration import adjust
+from appzoo.metrics.classification import decision_score
+from tasks.text_classification.reader import DECISION_METRICS, TAUS, ClassificationReader
+
+LABELS = ["common", "middle", "rare"]
+
+
+def softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_adjust_is_the_argmax_of_logits_minus_tau_log_prior():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(200, 5)) * 3
+    priors = np.array([0.6, 0.2, 0.1, 0.07, 0.03])
+    for tau in (0.0, 0.5, 1.0, 2.0):
+        want = softmax(logits - tau * np.log(priors))  # the paper's f_y(x) - tau log pi_y, then softmax
+        got = adjust(softmax(logits), priors, tau)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert (got.argmax(axis=1) == (logits - tau * np.log(priors)).argmax(axis=1)).all()
+    np.testing.assert_allclose(adjust(adjust(softmax(logits), priors, 1.3), priors, -1.3), softmax(logits),
+                               rtol=1e-9, atol=1e-12)
+    extreme = adjust(np.array([[1.0, 0.0, 0.0]]), [0.98, 0.01, 0.01], 2.0)  # a zero probability stays finite
+    assert np.isfinite(extreme).all() and extreme.argmax() == 0
+
+
+def test_the_tuning_score_is_the_reported_metric():
+    rng = np.random.default_rng(1)
+    for n, classes in ((50, 3), (400, 7), (5, 4)):  # (5, 4): classes never predicted and never in gold
+        gold, pred = rng.integers(0, classes, n), rng.integers(0, max(classes - 1, 1), n)
+        full = classification_metrics(list(gold), list(pred), [str(i) for i in range(classes)])
+        for metric in DECISION_METRICS:
+            assert decision_score(gold, pred, classes, metric) == pytest.approx(full[metric], abs=1e-12), metric
+    assert decision_score([], [], 3, "macro_f1") == 0.0
+
+
+def biased(n=3000, seed=0):
+    """Gold drawn 80/15/5; the planted model's logits favour the common class by 2.5 beyond the evidence,
+    so its argmax under-predicts the rare classes: an adjustment should raise macro-F1."""
+    rng = np.random.default_rng(seed)
+    gold = rng.choice(3, size=n, p=[0.8, 0.15, 0.05])
+    logits = rng.normal(size=(n, 3)) + 2.0 * np.eye(3)[gold] + np.array([2.5, 0.0, 0.0])
+    return gold, softmax(logits)
+
+
+def reader_with(logit_adjust, priors=(0.8, 0.15, 0.05), metric="macro_f1"):
+    reader = ClassificationReader(logit_adjust=logit_adjust)
+    reader.priors, reader.tune_metric = list(priors), metric
+    return reader
+
+
+def predictions_of(reader, probs):
+    return reader.decode(None, None, {"probs": list(probs)}, LABELS)
+
+
+def test_tuned_tau_never_lowers_the_dev_metric_and_finds_the_planted_bias():
+    for seed in range(6):
+        gold, probs = biased(seed=seed)
+        examples = [{"text": "", "label": LABELS[g]} for g in gold]
+        for metric in ("macro_f1", "accuracy", "weighted_f1"):
+            reader = reader_with("tune", metric=metric)
+            predictions = predictions_of(reader, probs)
+            reader.fit(examples, predictions, LABELS)
+            tuned = reader.evaluate(examples, predictions, LABELS)
+            plain = classification_metrics(list(gold), list(probs.argmax(axis=1)), LABELS)
+            assert tuned[metric] >= plain[metric] - 1e-12, (seed, metric, reader.tau)
+            assert tuned[f"{metric}_before_logit_adjust"] == pytest.approx(plain[metric])
+            assert reader.tau in TAUS and tuned["logit_adjust_tau"] == reader.tau
+        reader = reader_with("tune")
+        predictions = predictions_of(reader, probs)
+        reader.fit(examples, predictions, LABELS)
+        assert reader.tau > 0, "the planted bias toward the common class is undone"
+        assert reader.evaluate(examples, predictions, LABELS)["macro_f1"] > plain["macro_f1"] + 0.05
+
+
+def test_a_fixed_tau_decodes_and_the_state_is_saved_and_restored():
+    gold, probs = biased()
+    reader = reader_with(1.0)
+    predictions = predictions_of(reader, probs)
+    want = (np.log(probs) - np.log([0.8, 0.15, 0.05])).argmax(axis=1)
+    assert [p["label"] for p in predictions] == [LABELS[i] for i in want]
+    state = reader.state()
+    assert state == {"logit_adjust": {"tau": 1.0, "priors": [0.8, 0.15, 0.05]}}
+    tuned = reader_with("tune")
+    tuned.tau = 0.7
+    again = ClassificationReader(logit_adjust="tune")
+    again.load_state(tuned.state())  # what a Predictor does with best/reader_state.json
+    assert again.tau == 0.7 and again.priors == [0.8, 0.15, 0.05]
+    assert [p["label"] for p in predictions_of(again, probs)] == [p["label"] for p in predictions_of(tuned, probs)]
+    off = ClassificationReader()
+    off.load_state(tuned.state())  # a model used without logit_adjust decodes as trained
+    assert off.tau == 0.0 and [p["label"] for p in predictions_of(off, probs)] == [
+        LABELS[i] for i in probs.argmax(axis=1)]
+
+
+def test_priors_come_from_the_training_labels_and_an_unseen_label_counts_as_one():
+    reader = ClassificationReader(logit_adjust="tune")
+    train = [{"text": "", "label": name} for name in ["common"] * 6 + ["middle"] * 3]
+    args = reader.model_args(LABELS, train)
+    assert args["class_counts"] == [6, 3, 0] and args["train_size"] == 9
+    assert reader.priors == pytest.approx([0.6, 0.3, 0.1])
+
+
+def test_logit_adjust_errors_are_one_line():
+    with pytest.raises(ConfigError, match=r"^dataset_reader.logit_adjust: adjusts a softmax over the labels; "
+                                          r"multi_label decodes each label by its own sigmoid"):
+        ClassificationReader(logit_adjust=1.0, multi_label=True)
+    with pytest.raises(ConfigError, match=r"^dataset_reader.logit_adjust: must be >= 0, got -1$"):
+        ClassificationReader(logit_adjust=-1)
+    with pytest.raises(ConfigError, match=r"^dataset_reader.logit_adjust: needs the training label priors, "
+                                          r"which this model was saved without; train it with logit_adjust set$"):
+        ClassificationReader(logit_adjust=1.0).load_state({})
