@@ -142,11 +142,11 @@ def _split_section(split, result, labels, plots):
     table = result.get("per_class") or result.get("per_type")
     if table:
         zero = set(result.get("zero_f1_classes") or ())
-        lines += [f"<h3>Per class</h3>", '<p class="legend"><span><i class="bar" style="width:20px"></i>precision'
+        lines += ["<h3>Per class</h3>", '<p class="legend"><span><i class="bar" style="width:20px"></i>precision'
                   '</span><span><i class="bar r" style="width:20px"></i>recall</span><span><i class="bar f" '
                   'style="width:20px"></i>F1</span></p>',
-                  f'<table class="per-class"><thead><tr><th>class</th><th>support</th><th>precision</th>'
-                  f'<th>recall</th><th>F1</th><th></th></tr></thead><tbody>']
+                  '<table class="per-class"><thead><tr><th>class</th><th>support</th><th>precision</th>'
+                  '<th>recall</th><th>F1</th><th></th></tr></thead><tbody>']
         for name, row in table.items():
             bars = "".join(f'<i class="bar {c}" style="width:{200 * row[k]:.0f}px" title="{k} {row[k]:.4f}"></i>'
                            for k, c in (("precision", ""), ("recall", "r"), ("f1", "f")))

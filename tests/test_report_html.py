@@ -1,6 +1,5 @@
 """report.html (appzoo/report_html.py): one self-contained page per run and per sweep, on made-up data with
 known answers, opened in a real browser (headless Chromium, tests/browser.py)."""
-import os
 import re
 
 import numpy as np
