@@ -5,7 +5,6 @@ distribution_balanced, from the published NLP code's), then their
 gradients, extreme logits, the nothing-valid case, every user-facing
 message, and how the classification heads build them."""
 import numpy as np
-import paddle
 import pytest
 
 from appzoo import losses as L
