@@ -61,6 +61,26 @@ def test_each_label_gets_its_best_dev_f1(seed):
     assert all(f1(gold[:, j], pred[:, j]) >= f1(gold[:, j], fixed[:, j]) for j in tuned)
 
 
+def test_the_dev_metrics_of_a_fit_are_those_of_the_thresholds_it_tuned_and_the_global_ones_stand_beside():
+    """The evaluation that tunes scores its own thresholds (not those of the evaluation before), and reports
+    the same model at the global threshold as ``<metric>_global_threshold``."""
+    examples, predictions, gold, probs = dev_set(seed=3)
+    reader = ClassificationReader(multi_label=True, min_positives_to_tune=5)
+    stale = reader.decode(None, None, {"probs": list(probs)}, LABELS)  # decoded before the fit, at 0.5
+    reader.fit(examples, stale, LABELS)
+    metrics = reader.evaluate(examples, stale, LABELS)
+    tuned = decoded(reader, probs)
+    macro = np.mean([f1(gold[:, j], tuned[:, j]) for j in range(len(LABELS))])
+    assert metrics["macro_f1"] == pytest.approx(macro, abs=1e-12)
+    at_half = (probs >= 0.5).astype(int)
+    assert metrics["macro_f1_global_threshold"] == pytest.approx(
+        np.mean([f1(gold[:, j], at_half[:, j]) for j in range(len(LABELS))]), abs=1e-12)
+    assert metrics["macro_f1"] >= metrics["macro_f1_global_threshold"]
+    assert "macro_f1_global_threshold" in reader.metric_names()
+    assert "macro_f1_global_threshold" not in ClassificationReader(multi_label=True,
+                                                                   per_label_thresholds=False).metric_names()
+
+
 def test_labels_with_few_dev_positives_keep_the_global_threshold():
     examples, predictions, gold, probs = dev_set()
     reader = ClassificationReader(multi_label=True, threshold=0.6, min_positives_to_tune=4)

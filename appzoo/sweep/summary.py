@@ -9,7 +9,10 @@ from appzoo import files
 
 #: Test (or dev) metrics shown next to the metric the best model is chosen on, when a task reports them.
 #: Matching reports accuracy at its tuned threshold and at argmax (the published anchors' accuracy).
-HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy", "argmax_accuracy")
+HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy", "argmax_accuracy",
+                    # beside a tuned decision rule, the same model without it (where a run reports them)
+                    "micro_f1_global_threshold", "macro_f1_global_threshold", "macro_f1_before_logit_adjust",
+                    "accuracy_before_logit_adjust")
 #: Written into a run folder whose run stopped on a non-finite loss: the run counts as ended, diverged.
 DIVERGED_FILE = "diverged.json"
 

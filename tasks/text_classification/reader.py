@@ -28,6 +28,8 @@ TAUS = tuple(round(0.1 * i, 1) for i in range(21))
 #: metrics a decision rule changes; logit_adjust is tuned for trainer.metric_for_best when it is one, else macro_f1
 DECISION_METRICS = ("accuracy", *(f"{a}_{m}" for a in ("macro", "micro", "weighted")
                                   for m in ("precision", "recall", "f1")))
+#: what metrics.json also gives, with per_label_thresholds, at the global threshold: ``<name>_global_threshold``
+GLOBAL_THRESHOLD = ("macro_f1", "micro_f1")
 #: what metrics.json also gives without the adjustment, ``<name>_before_logit_adjust``
 BEFORE_ADJUST = ("accuracy", "macro_f1", "micro_f1", "weighted_f1")
 
@@ -223,7 +225,8 @@ class ClassificationReader(DatasetReader):
         """What :func:`classification_metrics` / :func:`multilabel_metrics` return as scalars, and the dev loss."""
         averages = [f"{a}_{m}" for a in ("macro", "micro", "weighted") for m in ("precision", "recall", "f1")]
         if self.multi_label:
-            return ["subset_accuracy", *averages, "loss"]
+            beside = [f"{name}_global_threshold" for name in GLOBAL_THRESHOLD] if self.per_label_thresholds else []
+            return ["subset_accuracy", *averages, "loss", *beside]
         calibrated = ["ece_before_scaling"] if self.calibrate != "none" else []
         adjusted = ([f"{name}_before_logit_adjust" for name in BEFORE_ADJUST] + ["logit_adjust_tau"]
                     if self.logit_adjust is not None else [])
@@ -279,6 +282,10 @@ class ClassificationReader(DatasetReader):
                 pred[i, [index[v] for v in p["labels"]]] = 1
             metrics = METRICS.get("multilabel_classification", "metric")(gold, pred, labels)
             probs = np.stack([p["probs"] for p in predictions]) if predictions else None
+            if self.per_label_thresholds and probs is not None:  # beside: every label at the global threshold
+                same = METRICS.get("multilabel_classification", "metric")(gold, (probs >= self.threshold).astype(int),
+                                                                          labels)
+                metrics.update({f"{name}_global_threshold": same[name] for name in GLOBAL_THRESHOLD})
             curves = {} if probs is None else {
                 name: threshold_curves(gold[:, j], probs[:, j], t)
                 for j, (name, t) in enumerate(zip(labels, self.thresholds(labels)))}
@@ -342,6 +349,9 @@ class ClassificationReader(DatasetReader):
             if positives >= self.min_positives_to_tune:
                 threshold, f1 = best_f1_threshold(gold[:, j], probs[:, j])
                 self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
+        chosen = probs >= self.thresholds(labels)  # these predictions, decoded with the thresholds just tuned
+        for p, row in zip(predictions, chosen):
+            p["labels"] = [labels[j] for j in np.flatnonzero(row)]
         return self.state()
 
     def _tune_tau(self, examples, predictions, labels):
