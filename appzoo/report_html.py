@@ -33,8 +33,8 @@ table{border-collapse:collapse;margin:6px 0 14px}th,td{padding:3px 8px;border:1p
 .bar.r{background:#16a34a}.bar.f{background:#9333ea}td.bars{min-width:210px}
 .splits{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:0 32px}
 tr.zero td{background:#fef2f2}
-table.cm td{min-width:34px;text-align:right;font-variant-numeric:tabular-nums}table.cm th span{writing-mode:vertical-rl;
- transform:rotate(180deg);white-space:nowrap;display:inline-block}td.detail{white-space:nowrap}
+table.cm td{min-width:34px;text-align:right;font-variant-numeric:tabular-nums}table.cm th span{writing-mode:vertical-rl;text-orientation:mixed;
+ white-space:nowrap;display:inline-block}td.detail{white-space:nowrap}
 .top{display:flex;flex-wrap:wrap;gap:0 32px;align-items:flex-start}
 img{max-width:100%;border:1px solid #d0d7de;margin:4px 8px 8px 0}
 .filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #d0d7de;z-index:1}
