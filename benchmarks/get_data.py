@@ -149,6 +149,24 @@ def convert_chnsenticorp(raw):
     return {"classification/chnsenticorp_htl/ChnSentiCorp_htl_all.csv": raw["csv"]}
 
 
+def convert_goemotions(raw):
+    """``text<TAB>ids<TAB>comment id`` -> ``text<TAB>name,name``: the ids looked up
+    in the release's labels.txt (in the row's order), the comment id dropped,
+    the text byte for byte. That is the toolkit's multi-label TSV (``multi_label:
+    true``, unquoted, so the 1,097 train texts with quotes keep them); the pinned
+    release holds no tab, CR or newline inside a text, so every row reads back
+    whole (tests/test_get_data.py checks it). Plus the 28 names one per line."""
+    names = [n for n in raw["labels"].decode("utf-8").split("\n") if n]  # no final newline in the release
+    out = {"classification/goemotions/labels.txt": ("\n".join(names) + "\n").encode("utf-8")}
+    for split in ("train", "dev", "test"):
+        rows = []
+        for line in raw[split].decode("utf-8").splitlines():
+            text, ids, _ = line.split("\t")
+            rows.append(text + "\t" + ",".join(names[int(i)] for i in ids.split(",")))
+        out[f"classification/goemotions/{split}.tsv"] = ("\n".join(rows) + "\n").encode("utf-8")
+    return out
+
+
 # --------------------------------------------------------------------- sources
 _SOPHON = ("SophonPlus/ChineseNlpCorpus", "a0b781d72158bde242c0626c9e354d2b328865ff")
 _BERTORCH = ("zejunwang1/bertorch", "cd2075223142ad3d21dc4221e8a12ed8c730b052")
@@ -215,6 +233,19 @@ DATASETS = {d.name: d for d in (
         "classification/chnsenticorp_htl/ChnSentiCorp_htl_all.csv":
             "1d414b9c65caf3a836abdb4efded621968502ad3338e1a9d885ae131c86083f0",
     }, convert_chnsenticorp, "ChnSentiCorp hotel reviews (Tan Songbo)"),
+    DataSet("goemotions", "monologg/GoEmotions-pytorch", "b75f9d3a8b76bc1060687925b04ca98a1b8ea66b", {
+        "train": Raw("data/original/train.tsv", "1c254a142be5c00e80d819b9ae1bbd36d94b2eeb8f4b1271846508d57e57d9c5"),
+        "dev": Raw("data/original/dev.tsv", "575489c079c9de1097062a01738f998590d6b7ead66dd1c9fd1d2ba01fd8bc62"),
+        "test": Raw("data/original/test.tsv", "0587b2dd8b27b97352adbfc3fb083d46005c8946657fdc2b1ca8b1cc7f1f8be4"),
+        "labels": Raw("data/original/labels.txt", "45c3ef86782d2a4d7fedcd6d8c111aa0d0e94720689bd164fac94fefb4495a89"),
+    }, {
+        "classification/goemotions/train.tsv": "64a88dda032fba12bfbbae2c8be1d2d7c6ba339e7ba38f8a57b2cba375a8247e",
+        "classification/goemotions/dev.tsv": "82d732fe5efc88412e88dc644406dec6e94ff0ae007abfa20c5c1ed8d05c3940",
+        "classification/goemotions/test.tsv": "4ded12c884b41c0ccb77d217f3744c002677e44aae954a6e8a02e49f6e219fe6",
+        "classification/goemotions/labels.txt": "c2751b598c0da6d866e50058223c79a3d469546e9dc9c134c271e747d3a90ca1",
+    }, convert_goemotions, "GoEmotions, English Reddit comments, 28 emotions, multi-label (Demszky et al. 2020)",
+        "the mirror repository states no data licence; the original release in google-research/google-research "
+        "(goemotions/data/) is Apache 2.0; the comments are under Reddit's terms"),
 )}
 
 

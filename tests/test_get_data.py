@@ -1,11 +1,12 @@
 """benchmarks/get_data.py against the raw mirror in ../shared/data/raw: every
 processed sha256 of SOURCES.md, idempotence, the offline message and a
-corrupted raw file. All seven sets take about 1.5 s, so every test does all."""
+corrupted raw file. All eight sets take about 2 s, so every test does all."""
 import os
 import shutil
 import subprocess
 import sys
 import urllib.request
+from collections import Counter
 
 import pytest
 
@@ -24,15 +25,68 @@ def test_all_sets_from_the_mirror_match_every_processed_sha256(tmp_path, capsys)
                            "--mirror", MIRROR], capture_output=True, text=True)
     assert code.returncode == 0, code.stderr
     expected = {rel: digest for d in get_data.DATASETS.values() for rel, digest in d.processed.items()}
-    assert len(expected) == 17
+    assert len(expected) == 21
     for rel, digest in expected.items():
         assert get_data.file_sha256(dest / rel) == digest, rel
     written = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert written == sorted(expected), "no temporary or extra files are left"
     for name, dataset in get_data.DATASETS.items():  # the source and licence note of every set
         assert f"{name}: " in code.stdout and dataset.repo in code.stdout
-    assert "CC BY-SA 3.0" in code.stdout
+    assert "CC BY-SA 3.0" in code.stdout and "Apache 2.0" in code.stdout
 
+
+
+@needs_mirror
+def test_goemotions_reads_back_through_its_benchmark_param_file(tmp_path, capsys):
+    """The written TSV, read with the dataset_reader of cls_goemotions_minilm_bce.json,
+    gives every comment's text and label set as the release has them (unquoted,
+    so quotes stay; no text holds a tab or line break), and the counts of SOURCES.md."""
+    from appzoo.param_file import load_param_file
+    from appzoo.plan import validate
+
+    dest = tmp_path / "bench"
+    assert get_data.main(["goemotions", "--dest", str(dest), "--mirror", MIRROR]) == 0
+    dataset = get_data.DATASETS["goemotions"]
+    for rel, digest in dataset.processed.items():
+        assert get_data.file_sha256(dest / rel) == digest, rel
+
+    path = "benchmarks/configs/cls_goemotions_minilm_bce.json"
+    config = load_param_file(path)
+    reader_config = config["dataset_reader"]
+    for key in ("train", "dev", "test", "label_file"):
+        reader_config[key] = str(dest / reader_config[key].replace("data/benchmarks/", ""))
+    config["model"]["encoder"] = {"config": "configs/ernie_tiny.json"}  # no installed package needed
+    config["trainer"]["output_dir"] = str(tmp_path / "out")
+    plan = validate(config, path)
+    reader = plan.reader_class(**plan.reader_kwargs)
+
+    def raw_rows(key):
+        data = get_data.fetch(dataset, dataset.raws[key], MIRROR).decode("utf-8")
+        return [line.split("\t") for line in data.split("\n") if line]
+
+    names = [row[0] for row in raw_rows("labels")]
+    splits = {}
+    for split in ("train", "dev", "test"):
+        examples = reader.read(reader_config[split], split)
+        rows = raw_rows(split)
+        assert len(examples) == len(rows)
+        for example, (text, ids, _) in zip(examples, rows):
+            # the reader strips surrounding spaces (2,533 train texts have some); nothing else changes
+            assert example["text"] == text.strip()
+            assert example["label"] == sorted({names[int(i)] for i in ids.split(",")})
+        splits[split] = examples
+    labels = reader.build_labels(splits["train"])
+    assert len(labels) == 28 and labels[0] == "admiration" and labels[-1] == "neutral"
+
+    assert [len(splits[s]) for s in ("train", "dev", "test")] == [43410, 5426, 5427]
+    counts = {s: Counter(label for e in examples for label in e["label"]) for s, examples in splits.items()}
+    several = sum(len(e["label"]) > 1 for e in splits["train"])
+    assert several == 7102  # 16.4% of train has 2+ labels
+    assert counts["train"].most_common(2) == [("neutral", 14219), ("admiration", 4130)]
+    assert counts["train"]["grief"] == 77 and counts["test"]["grief"] == 6
+    assert min(counts["train"].values()) == 77 and counts["train"]["pride"] == 111
+    assert all(len(counts[s]) == 28 for s in counts), "every label occurs in every split"
+    assert any('"' in e["text"] for e in splits["train"]), "quotes stay in the texts"
 
 @needs_mirror
 def test_a_second_run_skips_present_sets_and_redoes_a_changed_file(tmp_path, capsys):
