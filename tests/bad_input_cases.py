@@ -832,3 +832,7 @@ simple("logit-adjusted-ce-on-multilabel-head", "combination", (r"model\.loss", r
        model__loss={"name": "logit_adjusted_ce"})
 simple("distribution-balanced-on-pointwise-matcher", "combination", (r"model\.loss", r"distribution_balanced",
        r"train_size"), example=POINT, model__loss={"name": "distribution_balanced"})
+simple("logit-adjust-on-multilabel-reader", "combination", (r"dataset_reader\.logit_adjust", r"multi_label"),
+       example=ML, dataset_reader__logit_adjust="tune")
+simple("logit-adjust-not-a-number", "param types", (r"dataset_reader\.logit_adjust", r"tuned", r"'tune'"),
+       dataset_reader__logit_adjust="tuned")
