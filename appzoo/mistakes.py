@@ -139,7 +139,13 @@ def _entity_row(kind, name, gold, predicted, tokens, start, end, join, detail=No
 
 
 def _pieces(tokens, join):
-    """The text of each token with what ``join`` puts before it, so that the pieces concatenate to ``join(tokens)``."""
+    """The text of each token with what ``join`` puts before it, so that the pieces concatenate to ``join(tokens)``.
+    A join decides the gap from the two tokens beside it (all of this package's do), so pairs suffice; where that
+    does not rebuild the sentence, prefixes do (quadratic in its length)."""
+    pieces = [join(tokens[i - 1:i + 1])[len(join(tokens[i - 1:i])):] if i else join(tokens[:1])
+              for i in range(len(tokens))]
+    if "".join(pieces) == join(tokens):
+        return pieces
     pieces, done = [], ""
     for i in range(len(tokens)):
         text = join(tokens[:i + 1])
