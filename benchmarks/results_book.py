@@ -114,16 +114,18 @@ TABLES = [
      "sweeps": [_sweep("ner_weibo_fc_ce.json", "weibo_sampler", "trainer.sampler=random,balanced",
                        sizes=("trainer.epochs=3",))]},
     # issue 18: the imbalance methods with the strongest published support
-    {"title": "TNEWS: ce vs logit adjustment (trained, tau 1 = balanced softmax, and 0.5; post hoc, tau tuned on "
-     "dev) vs effective-number weights vs balanced batches, tested on unseen data", "data": "tnews",
-     "metric": "macro-F1, chosen on a dev set carved from train (5%), reported on the public dev set as test",
+    {"title": "TNEWS: ce vs logit adjustment (trained: tau 1 = balanced softmax, and 0.5; post hoc: tau tuned on "
+     "dev) vs effective-number weights", "data": "tnews",
+     "metric": "dev macro-F1 (TNEWS has no public test labels; the sizes are those of the TNEWS tables above, so "
+     "its ce row and the balanced-batch row there are the same runs). The post-hoc row tunes tau on the same dev "
+     "set it is scored on, so its dev score is optimistic; its macro_f1_before_logit_adjust column is the same "
+     "model undecoded",
      "anchors": "ERNIE 3.0-Nano dev accuracy 54.57",
-     "sweeps": [_sweep("cls_tnews_fc_heldout.json", "tnews_imbalance",
-                       'model.loss,dataset_reader.logit_adjust,trainer.sampler=['
-                       '[{"name":"ce"},null,"random"],[{"name":"balanced_softmax"},null,"random"],'
-                       '[{"name":"logit_adjusted_ce","tau":0.5},null,"random"],[{"name":"ce"},"tune","random"],'
-                       '[{"name":"ce","class_weights":{"effective_number":0.9999}},null,"random"],'
-                       '[{"name":"ce"},null,"balanced"]]',
+     "sweeps": [_sweep("cls_tnews_fc.json", "tnews_imbalance",
+                       'model.loss,dataset_reader.logit_adjust=['
+                       '[{"name":"ce"},null],[{"name":"balanced_softmax"},null],'
+                       '[{"name":"logit_adjusted_ce","tau":0.5},null],[{"name":"ce"},"tune"],'
+                       '[{"name":"ce","class_weights":{"effective_number":0.9999}},null]]',
                        sizes=("trainer.max_steps=400", "trainer.eval_steps=200"))]},
     {"title": "AFQMC pointwise: ce vs logit adjustment vs effective-number weights", "data": "afqmc",
      "metric": "dev AUC; F1 and accuracy at the threshold tuned on dev (for two classes a post-hoc logit "
