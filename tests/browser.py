@@ -5,6 +5,7 @@
 
 is how the screenshots in docs/ are made.
 """
+import importlib.util
 import os
 import shutil
 import sys
@@ -16,9 +17,7 @@ DRIVERS = ("chromedriver",)
 
 def missing():
     """Why no browser can run here (None when one can): what is not installed."""
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("selenium") is None:
         return "selenium is not installed (pip install -r requirements.txt)"
     if not any(shutil.which(name) for name in BROWSERS):
         return "no Chromium (.ci/run installs it: apt-get install -y chromium chromium-driver)"
