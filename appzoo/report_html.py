@@ -268,7 +268,7 @@ def _highlight(sentence, row):
 def write_sweep(folder, summary):
     """``<folder>/report.html`` for a sweep: its table with the verdicts, the per-class F1 per setting
     and the sweep's plot."""
-    from appzoo.sweep.summary import P_VALUE
+    from appzoo.sweep.summary import P_VALUE, format_p, format_stats
 
     keys, primary = summary["key_metrics"], summary["primary_metric"]
     confirmation = summary.get("confirmation_metric")
@@ -288,11 +288,11 @@ def write_sweep(folder, summary):
                 + "</tr></thead><tbody>")
     numeric = {1, *range(2, 3 + len(keys))}  # seeds, the metrics, the wall time
     for row in summary["settings"]:
-        cells = [esc(row["setting"]), row["n"], *(_stats(row["metrics"][k]) for k in keys),
+        cells = [esc(row["setting"]), row["n"], *(format_stats(row["metrics"][k]) for k in keys),
                  "–" if row["wall_time_s"]["mean"] is None else f"{row['wall_time_s']['mean']:.1f}",
-                 esc(row["verdict"]), _p(row.get("verdict_p"))]
+                 esc(row["verdict"]), esc(format_p(row.get("verdict_p")))]
         if confirmation:
-            cells += [esc(row.get("test_verdict", "–")), _p(row.get("test_verdict_p"))]
+            cells += [esc(row.get("test_verdict", "–")), esc(format_p(row.get("test_verdict_p")))]
         body.append("<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
                                      for i, c in enumerate(cells)) + "</tr>")
     body.append("</tbody></table>")
@@ -300,16 +300,6 @@ def write_sweep(folder, summary):
     for split in SPLITS:
         body += _per_class_f1(summary["settings"], split)
     write_text(os.path.join(folder, "report.html"), page(title, body))
-
-
-def _stats(stats):
-    if stats["mean"] is None:
-        return "–"
-    return f"{stats['mean']:.4f}" + ("" if stats["std"] is None else f" ± {stats['std']:.4f}")
-
-
-def _p(p):
-    return "–" if p is None else ("&lt; 0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def _per_class_f1(settings, split):

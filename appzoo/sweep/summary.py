@@ -228,7 +228,8 @@ def run_values(row, key):
     return [p["metrics"][key] for p in row["runs"] if p["metrics"][key] is not None]
 
 
-def _fmt(stats):
+def format_stats(stats):
+    """``mean ± std`` of a summary cell (– where no run finished), as sweep.md and report.html show it."""
     if stats["mean"] is None:
         return "–"
     if stats["std"] is None:
@@ -236,7 +237,8 @@ def _fmt(stats):
     return f"{stats['mean']:.4f} ± {stats['std']:.4f}"
 
 
-def _fmt_p(p):
+def format_p(p):
+    """A Welch p-value as the sweep's tables show it."""
     if p is None:
         return "–"
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
@@ -266,10 +268,10 @@ def markdown(summary, heading="#"):
               header, "|---|---|" + "---|" * len(keys) + "---|---|---|" + ("---|---|" if confirmation else "")]
     for row in summary["settings"]:
         wall = row["wall_time_s"]["mean"]
-        line = (f"| {row['setting']} | {row['n']} | " + " | ".join(_fmt(row["metrics"][k]) for k in keys)
-                + f" | {'–' if wall is None else f'{wall:.1f}'} | {row['verdict']} | {_fmt_p(row.get('verdict_p'))} |")
+        line = (f"| {row['setting']} | {row['n']} | " + " | ".join(format_stats(row["metrics"][k]) for k in keys)
+                + f" | {'–' if wall is None else f'{wall:.1f}'} | {row['verdict']} | {format_p(row.get('verdict_p'))} |")
         if confirmation:
-            line += f" {row['test_verdict']} | {_fmt_p(row.get('test_verdict_p'))} |"
+            line += f" {row['test_verdict']} | {format_p(row.get('test_verdict_p'))} |"
         lines.append(line)
     return "\n".join(lines + _per_class_tables(summary)) + "\n"
 
