@@ -19,6 +19,31 @@ def predict(engine, bundle, examples, features, *, batch_size, rank=0, world_siz
     same as paddle tensors) and returns the model's output dict;
     ``bundle.model.decode`` turns it into per-row arrays; with ``world_size``
     > 1 each rank runs its share and every rank gets every row."""
+    outputs, loss = _run(engine, bundle, features, batch_size=batch_size, rank=rank, world_size=world_size,
+                         bar=bar, desc=desc)
+    if not examples:  # an empty predict file
+        return [], None
+    return bundle.reader.decode(examples, features, outputs, bundle.labels), loss
+
+
+def predict_groups(engine, bundle, groups, *, batch_size):
+    """The predictions of each ``(examples, features)`` group (a server's
+    requests), run through the engine together as one list of features and
+    decoded group by group: a group's predictions are those :func:`predict`
+    gives it alone (the features of one group refer to its own examples)."""
+    features = [f for _, group_features in groups for f in group_features]
+    outputs, _ = _run(engine, bundle, features, batch_size=batch_size)
+    predictions, start = [], 0
+    for examples, group_features in groups:
+        end = start + len(group_features)
+        share = {key: values[start:end] for key, values in outputs.items()}
+        predictions.append(bundle.reader.decode(examples, group_features, share, bundle.labels) if examples else [])
+        start = end
+    return predictions
+
+
+def _run(engine, bundle, features, *, batch_size, rank=0, world_size=1, bar=False, desc="predict"):
+    """``(outputs, mean loss)``: the model's decoded outputs, one row per feature in the features' order."""
     import paddle
 
     model, reader = bundle.model, bundle.reader
@@ -39,13 +64,10 @@ def predict(engine, bundle, examples, features, *, batch_size, rank=0, world_siz
             rows.extend(indices)
     if world_size > 1:
         rows, outputs, losses, sizes = _gather(rows, outputs, losses, sizes)
-    if not examples:  # an empty predict file
-        return [], None
     back = np.argsort(rows, kind="stable")  # row position of each feature, in the features' order
     outputs = {k: [v[j] for j in back] for k, v in outputs.items()}
-    predictions = reader.decode(examples, features, outputs, bundle.labels)
     loss = float(np.average(losses, weights=sizes)) if losses else None
-    return predictions, loss
+    return outputs, loss
 
 
 def _gather(rows, outputs, losses, sizes):

@@ -17,12 +17,23 @@ decoding as ``--do predict``. Engines (:mod:`appzoo.engines`):
 * ``onnxruntime``: that graph converted by paddle2onnx to
   ``inference/model.onnx``, on ONNX Runtime (an optional package).
 """
+import dataclasses
 import os
 
 from appzoo import bundle, engines, prediction
 from appzoo.errors import DataError
 from appzoo.export import export, export_is_current
 from appzoo.progress import bars
+
+
+@dataclasses.dataclass
+class Prepared:
+    """Inputs read and tokenised: their examples and features, and the
+    indices of those cut at ``max_seq_len``."""
+
+    examples: list
+    features: list
+    cut: list
 
 
 class Predictor:
@@ -70,17 +81,37 @@ class Predictor:
     # ---- raw inputs ------------------------------------------------------
     def predict(self, inputs):
         """One dict per input (see the class docstring)."""
+        with bars(self.progress_bar):
+            prepared = self.prepare(inputs)
+            return self.predict_prepared([prepared])[0] if prepared.examples else []
+
+    def prepare(self, inputs):
+        """The inputs read and tokenised (:class:`Prepared`), ready for
+        :meth:`predict_prepared`; DataError naming the input that does not fit."""
         if isinstance(inputs, (str, bytes)):
             raise DataError(f"inputs: expected a list of inputs, got one {type(inputs).__name__}; for one input, "
                             f"pass [input]")
         inputs = list(inputs)
         if not inputs:
-            return []
+            return Prepared([], [], [])
         examples = self.reader.read_inputs(inputs)
-        with bars(self.progress_bar):
-            features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
-            predictions, _ = self.predict_features(examples, features)
-        return self.reader.prediction_rows(examples, predictions, self.labels)
+        features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
+        return Prepared(examples, features, self._cut(examples, features))
+
+    def predict_prepared(self, groups):
+        """The rows of each :class:`Prepared` group, the groups run through the
+        engine together (a server's batch of requests) and decoded each on its own."""
+        predictions = prediction.predict_groups(self.engine, self.bundle, [(g.examples, g.features) for g in groups],
+                                                batch_size=self.batch_size)
+        return [self.reader.prediction_rows(g.examples, p, self.labels) for g, p in zip(groups, predictions)]
+
+    def _cut(self, examples, features):
+        """The inputs whose end was not read: a feature of a reader that cuts
+        (not one that splits into windows) that reached ``max_seq_len``."""
+        if self.reader.long_inputs != "cut":
+            return []
+        return [i for i, f in enumerate(features)
+                if any(k.endswith("input_ids") and len(v) >= self.max_seq_len for k, v in f.items())]
 
     # ---- examples and features (the runner's eval and predict) -----------
     def predict_features(self, examples, features):

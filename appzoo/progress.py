@@ -4,17 +4,31 @@ tqdm reads its ``TQDM_*`` environment variables when it is imported, so the
 run's setting is kept here and every bar of the toolkit asks for it.
 """
 import contextlib
+import threading
 
 from tqdm.auto import tqdm
 
 ENABLED = True
+_THREAD = threading.local()  # quiet(): this thread only (a server's request threads)
 
 
 def progress(*args, **kwargs):
     """``tqdm(...)``, disabled when the run turned progress bars off."""
-    if not ENABLED:
+    if not ENABLED or getattr(_THREAD, "quiet", False):
         kwargs["disable"] = True
     return tqdm(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Within the block, this thread shows no bar and prints no note (a
+    server's requests: what a note says goes into the answer instead)."""
+    before = getattr(_THREAD, "quiet", False)
+    _THREAD.quiet = True
+    try:
+        yield
+    finally:
+        _THREAD.quiet = before
 
 
 @contextlib.contextmanager
@@ -30,5 +44,6 @@ def bars(enabled):
 
 
 def note(message):
-    """A line printed without breaking an open progress bar."""
-    tqdm.write(message)
+    """A line printed without breaking an open progress bar (none within :func:`quiet`)."""
+    if not getattr(_THREAD, "quiet", False):
+        tqdm.write(message)

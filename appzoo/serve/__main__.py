@@ -1,0 +1,71 @@
+"""Serve trained models over HTTP.
+
+    python -m appzoo.serve output/cls/best
+    python -m appzoo.serve cls=output/cls/best ner=output/ner/best --port 8080
+    appzoo serve output/cls/best --engine dygraph
+
+Each PATH is a run's ``best/`` folder, named NAME or after its run folder.
+The options are the keys of a param file's ``serve`` section
+(``run_trainer.py --describe serve``); ``--param_path X.json --do serve``
+serves that run's ``best/`` with the file's own ``serve`` section.
+"""
+import argparse
+import dataclasses
+import sys
+import typing
+
+from appzoo.errors import UserError
+
+
+def parse_args(argv):
+    from appzoo.serve.config import ServeConfig
+
+    parser = argparse.ArgumentParser(prog="python -m appzoo.serve", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", metavar="[NAME=]PATH", help="a run's best/ folder")
+    hints = typing.get_type_hints(ServeConfig, include_extras=True)
+    for field in dataclasses.fields(ServeConfig):
+        key = hints[field.name].__metadata__[0]
+        kind = typing.get_args(typing.get_args(hints[field.name])[0]) or (typing.get_args(hints[field.name])[0],)
+        kind = next((k for k in kind if k in (int, float, str)), str)
+        parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind, default=None,
+                            metavar=field.name.upper(), help=f"{key.help} (default: {field.default})")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    settings = {k: v for k, v in vars(args).items() if k != "models" and v is not None}
+    return run(args.models, settings, key_path="models")
+
+
+def run(model_specs, settings, key_path="models"):
+    """Check everything, set the CPU up, then serve; the exit code (2 and one line for a user error)."""
+    from appzoo.env import configure_cpu, import_paddle_quietly
+    from appzoo.config import check_kwargs
+
+    try:
+        from appzoo.serve.config import ServeConfig
+
+        check_kwargs(ServeConfig, settings, "serve", label="serve")
+        config = ServeConfig(**settings)
+        threads = config.engine_threads(len(model_specs))
+        configure_cpu(threads)  # before paddle loads: the dygraph engine's threads
+        import_paddle_quietly()
+        from appzoo.registry import load_components
+        from appzoo.serve.models import parse_models
+        from appzoo.serve.server import serve
+
+        load_components()
+        specs = parse_models(model_specs, key_path)
+        return serve(specs, config, threads)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted (Ctrl-C) while starting; nothing was served", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

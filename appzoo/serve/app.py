@@ -1,0 +1,429 @@
+"""The HTTP routes of a server: KServe's Open Inference Protocol (V2), a
+plain ``/predict`` answering the rows of ``predictions.jsonl``, Prometheus
+metrics and the try-it page.
+
+Every answer that is not a success is ``{"error": "<one line>"}`` with a 4xx
+(the request's fault) or a 5xx (503: not ready, or the queue is full, with
+``Retry-After``); a bad request never stops the server. The body is read
+and checked here (size, content type, UTF-8, JSON, fields) rather than by
+FastAPI's models, so every message names the field and what is accepted.
+"""
+import asyncio
+import json
+import os
+import threading
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from appzoo.errors import UserError, first_line
+from appzoo.serve.batcher import QueueFull
+from appzoo.serve.metrics import Metrics
+from appzoo.serve.models import ServedModel, check_inputs
+
+PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "index.html")
+RETRY_AFTER = "1"  # seconds: a batch takes milliseconds to a second
+
+
+class Failure(Exception):
+    """An answer other than success: its status, one line, and headers."""
+
+    def __init__(self, status, message, headers=None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+class Models:
+    """The models of one server, loaded on a thread of their own so that
+    liveness answers at once and readiness turns true when all are warm."""
+
+    def __init__(self, specs, config, threads, metrics):
+        self.specs, self.config, self.threads, self.metrics = dict(specs), config, threads, metrics
+        self.loaded = {}
+        self.error = None  # the one line of a model that could not be loaded
+        self.ready = threading.Event()
+
+    def load(self, on_error=None):
+        try:
+            for name, best in self.specs.items():
+                model = ServedModel(name, best, self.config, self.threads,
+                                    on_batch=self.metrics.batch_size.labels(name).observe)
+                self.metrics.load_seconds.labels(name).set(model.load_seconds)
+                self.loaded[name] = model
+        except UserError as e:
+            self.error = f"model {name!r} ({best}): {e}"
+        except Exception as e:  # noqa: BLE001 - a broken model folder is the user's to fix; say which
+            self.error = f"model {name!r} ({best}) could not be loaded: {type(e).__name__}: {first_line(e)}"
+        if self.error is not None:
+            if on_error is not None:
+                on_error(self.error)
+            return
+        self.metrics.ready.set(1)
+        self.ready.set()
+
+    def get(self, name):
+        if name not in self.specs:
+            raise Failure(404, f"no model named {name!r} (models: {', '.join(self.specs)})")
+        if not self.ready.is_set():
+            raise Failure(503, f"model {name!r} is loading; retry once /v2/health/ready answers 200",
+                          {"Retry-After": RETRY_AFTER})
+        return self.loaded[name]
+
+    def stop(self, timeout):
+        for model in self.loaded.values():
+            model.stop(timeout)
+
+
+def create_app(specs, config, threads, *, on_load_error=None, load=True):
+    """The app serving ``specs`` (``{name: best folder}``) with the ``serve``
+    settings ``config``; ``load``: start loading the models on a thread
+    when the app starts (else call ``app.state.models.load()``)."""
+    metrics = Metrics()
+    models = Models(specs, config, threads, metrics)
+
+    async def lifespan(app):
+        if load:
+            threading.Thread(target=models.load, args=(on_load_error,), name="load-models", daemon=True).start()
+        yield
+        await run_in_threadpool(models.stop, config.drain_timeout_s)  # answer what is queued, then end
+
+    app = FastAPI(title="appzoo", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.models, app.state.metrics = models, metrics
+    app.add_middleware(_Observe, metrics=metrics)
+
+    @app.exception_handler(Failure)
+    async def failure(request, error):
+        return _error(error.status, error.message, error.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, error):  # no route (404), a wrong method (405)
+        if error.status_code == 405:
+            allowed = error.headers.get("Allow", "") if error.headers else ""
+            message = f"method {request.method} is not allowed on {request.url.path} (allowed: {allowed})"
+        elif error.status_code == 404:
+            message = f"no route {request.method} {request.url.path} (see / for the routes)"
+        else:
+            message = str(error.detail)
+        return _error(error.status_code, message, error.headers)
+
+    @app.exception_handler(Exception)
+    async def internal(request, error):  # a bug of ours: say so in one line, stay up
+        return _error(500, f"internal error: {type(error).__name__}: {first_line(error)}")
+
+    # ---- the try-it page and the list of models ------------------------------
+    @app.get("/", include_in_schema=False)
+    def page():
+        with open(PAGE, encoding="utf-8") as f:
+            return HTMLResponse(f.read())
+
+    @app.get("/models")
+    def list_models():
+        return {"ready": models.ready.is_set(),
+                "models": [models.loaded[n].describe() if n in models.loaded else {"name": n, "loading": True}
+                           for n in models.specs]}
+
+    # ---- KServe V2 ----------------------------------------------------------------
+    @app.get("/v2")
+    def server_metadata():
+        return {"name": "appzoo", "version": _version(), "extensions": []}
+
+    @app.get("/v2/health/live")
+    def live():
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    def ready():
+        return _readiness(models.ready.is_set(), models.error)
+
+    @app.get("/v2/models/{name}")
+    def model_metadata(name: str):
+        return _v2_metadata(models.get(name))
+
+    @app.get("/v2/models/{name}/ready")
+    def model_ready(name: str):
+        if name not in models.specs:
+            raise Failure(404, f"no model named {name!r} (models: {', '.join(models.specs)})")
+        return _readiness(name in models.loaded, models.error, name=name)
+
+    @app.post("/v2/models/{name}/infer")
+    async def infer(name: str, request: Request):
+        model = models.get(name)
+        body = await _read_json(request, config.max_body_bytes)
+        request_id, inputs = _v2_inputs(body, model)
+        rows, notes = await _predict(model, inputs)
+        answer = {"model_name": name, "model_version": "1", "outputs": _v2_outputs(rows, model)}
+        if request_id is not None:
+            answer["id"] = request_id
+        if notes:
+            answer["parameters"] = {"notes": notes}
+        return answer
+
+    # ---- plain routes -------------------------------------------------------------
+    @app.post("/predict")
+    async def predict(request: Request):
+        body = await _read_json(request, config.max_body_bytes)
+        name = body.get("model") if isinstance(body, dict) else None
+        if name is None:
+            if len(models.specs) > 1:
+                raise Failure(422, f"model: required with several models (one of: {', '.join(models.specs)}), "
+                                   f"or POST /models/NAME/predict")
+            name = next(iter(models.specs))
+        elif not isinstance(name, str):
+            raise Failure(422, f"model: expected a model name (a string), got {_clip(name)}")
+        return await _plain(models.get(name), body, ("inputs", "model"))
+
+    @app.post("/models/{name}/predict")
+    async def predict_one(name: str, request: Request):
+        model = models.get(name)
+        return await _plain(model, await _read_json(request, config.max_body_bytes), ("inputs",))
+
+    @app.get("/metrics")
+    def prometheus():
+        content, media_type = metrics.render(models.loaded)
+        return Response(content, media_type=media_type)
+
+    return app
+
+
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("appzoo")
+    except PackageNotFoundError:  # run from a checkout
+        return "dev"
+
+
+# ---- answering -----------------------------------------------------------------------
+def _error(status, message, headers=None):
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _readiness(is_ready, error, name=None):
+    if is_ready:
+        return {"ready": True} if name is None else {"name": name, "ready": True}
+    body = {"ready": False} if name is None else {"name": name, "ready": False}
+    if error:
+        body["error"] = error
+    return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
+
+
+def _clip(value, width=60):
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+async def _plain(model, body, accepted):
+    """``{"model", "predictions": rows, "notes"?}`` for ``/predict``."""
+    inputs = _field(body, "inputs", accepted)
+    rows, notes = await _predict(model, inputs)
+    answer = {"model": model.name, "predictions": rows}
+    if notes:
+        answer["notes"] = notes
+    return answer
+
+
+async def _predict(model, inputs):
+    """The rows of one request's inputs, batched with other requests'."""
+    if not inputs:
+        raise Failure(422, "inputs: empty list; give at least one input")
+    try:
+        check_inputs(inputs)
+        prepared, notes = await run_in_threadpool(model.prepare, inputs)
+        future = model.batcher.submit(prepared, len(prepared.examples))
+    except UserError as e:
+        raise Failure(422, str(e)) from None
+    except QueueFull as e:
+        raise Failure(503, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
+            from None
+    return await asyncio.wrap_future(future), notes
+
+
+def _field(body, name, accepted):
+    """``body[name]``, a list, after checking ``body`` holds only ``accepted`` fields."""
+    if not isinstance(body, dict):
+        raise Failure(422, f"body: expected a JSON object like {{\"inputs\": [...]}}, got {type(body).__name__}")
+    unknown = [k for k in body if k not in accepted]
+    if unknown:
+        raise Failure(422, f"body: unknown field {unknown[0]!r} (accepted: {', '.join(accepted)})")
+    if name not in body:
+        raise Failure(422, f"body: missing field {name!r} (a list of inputs)")
+    value = body[name]
+    if not isinstance(value, list):
+        raise Failure(422, f"{name}: expected a list of inputs, got {type(value).__name__} {_clip(value)}")
+    return value
+
+
+async def _read_json(request, limit):
+    """The request's JSON body; Failure for a wrong content type (415), a body
+    over ``limit`` bytes (413), bytes that are not UTF-8 or JSON (400)."""
+    content_type = request.headers.get("content-type")
+    media, _, params = (content_type or "").partition(";")
+    media = media.strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise Failure(415, f"Content-Type: expected application/json, got {content_type or 'none'}")
+    charset = params.strip().lower().partition("charset=")[2].strip('" ')
+    if charset and charset not in ("utf-8", "utf8"):
+        raise Failure(415, f"Content-Type: charset {charset!r} is not accepted (the body must be UTF-8)")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise Failure(413, f"body: {declared} bytes is over max_body_bytes={limit}")
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise Failure(413, f"body: over max_body_bytes={limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise Failure(499, "the client closed the connection before sending the whole body") from None
+    raw = b"".join(chunks)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise Failure(400, f"body: not valid UTF-8 (byte 0x{raw[e.start]:02x} at position {e.start})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise Failure(400, f"body: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except ValueError as e:
+        raise Failure(400, f"body: not valid JSON ({e})") from None
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+# ---- KServe V2 -------------------------------------------------------------------------
+_V2_INPUTS = {"text": ["text"], "text_or_tokens": ["text"], "pair": ["text_a", "text_b"]}
+_ECHO = ("text", "tokens", "text_a", "text_b")  # the inputs, echoed in a predictions.jsonl row
+
+
+def _v2_metadata(model):
+    names = _V2_INPUTS[model.input_kind]
+    outputs = [{"name": name, "datatype": datatype, "shape": shape}
+               for name, datatype, shape in _v2_output_shapes(model)]
+    return {"name": model.name, "versions": ["1"], "platform": "paddle",
+            "inputs": [{"name": n, "datatype": "BYTES", "shape": [-1]} for n in names],
+            "outputs": outputs, "parameters": {"task": model.task, "labels": model.predictor.labels}}
+
+
+def _v2_output_shapes(model):
+    labels = len(model.predictor.labels)
+    if model.task == "text_classification":
+        first = ("labels", "BYTES", [-1]) if model.multi_label else ("label", "BYTES", [-1])
+        return [first, ("probs", "FP32", [-1, labels])]
+    if model.task == "sequence_labeling":
+        return [("tags", "BYTES", [-1]), ("entities", "BYTES", [-1])]
+    shapes = [("score", "FP32", [-1]), ("label", "BYTES", [-1])]
+    return shapes + ([("probs", "FP32", [-1, labels])] if model.task == "text_matching" else [])
+
+
+def _v2_inputs(body, model):
+    """``(id, inputs)`` of an inference request: one BYTES tensor of texts
+    (``text_a`` and ``text_b`` for matching)."""
+    if not isinstance(body, dict):
+        raise Failure(422, f"body: expected an inference request object {{\"inputs\": [...]}}, "
+                           f"got {type(body).__name__}")
+    unknown = [k for k in body if k not in ("id", "parameters", "inputs", "outputs")]
+    if unknown:
+        raise Failure(422, f"body: unknown field {unknown[0]!r} (accepted: id, parameters, inputs, outputs)")
+    request_id = body.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise Failure(422, f"id: expected a string, got {_clip(request_id)}")
+    tensors = body.get("inputs")
+    if not isinstance(tensors, list) or not tensors:
+        raise Failure(422, f"inputs: expected a non-empty list of input tensors, got {_clip(tensors)}")
+    expected = _V2_INPUTS[model.input_kind]
+    columns = {}
+    for i, tensor in enumerate(tensors):
+        name, data = _v2_tensor(tensor, i, expected)
+        if name in columns:
+            raise Failure(422, f"inputs[{i}]: a second tensor named {name!r}")
+        columns[name] = data
+    missing = [n for n in expected if n not in columns]
+    if missing:
+        raise Failure(422, f"inputs: missing the tensor {missing[0]!r} (this model takes {', '.join(expected)})")
+    if len({len(v) for v in columns.values()}) > 1:
+        raise Failure(422, f"inputs: {' and '.join(expected)} have different lengths "
+                           f"({', '.join(str(len(columns[n])) for n in expected)})")
+    if len(expected) == 1:
+        return request_id, columns[expected[0]]
+    return request_id, [list(pair) for pair in zip(*(columns[n] for n in expected))]
+
+
+def _v2_tensor(tensor, i, expected):
+    where = f"inputs[{i}]"
+    if not isinstance(tensor, dict):
+        raise Failure(422, f"{where}: expected a tensor object {{name, shape, datatype, data}}, got {_clip(tensor)}")
+    unknown = [k for k in tensor if k not in ("name", "shape", "datatype", "data", "parameters")]
+    if unknown:
+        raise Failure(422, f"{where}: unknown field {unknown[0]!r} (accepted: name, shape, datatype, data, "
+                           f"parameters)")
+    for key in ("name", "shape", "datatype", "data"):
+        if key not in tensor:
+            raise Failure(422, f"{where}: missing field {key!r}")
+    name, shape, datatype, data = tensor["name"], tensor["shape"], tensor["datatype"], tensor["data"]
+    if name not in expected:
+        raise Failure(422, f"{where}.name: {_clip(name)} is not an input of this model (inputs: "
+                           f"{', '.join(expected)})")
+    if datatype != "BYTES":
+        raise Failure(422, f"{where}.datatype: {_clip(datatype)}; texts are BYTES")
+    if not (isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                       for d in shape)):
+        raise Failure(422, f"{where}.shape: expected a list of sizes like [2], got {_clip(shape)}")
+    if not isinstance(data, list):
+        raise Failure(422, f"{where}.data: expected a list of strings, got {_clip(data)}")
+    flat = [v for row in data for v in row] if data and all(isinstance(r, list) for r in data) else data
+    size = 1
+    for d in shape:
+        size *= d
+    if size != len(flat) or (len(shape) > 1 and any(d != 1 for d in shape[1:])):
+        raise Failure(422, f"{where}.shape: {shape} does not fit {len(flat)} value(s) (use [{len(flat)}])")
+    return name, flat
+
+
+def _v2_outputs(rows, model):
+    """The rows as V2 output tensors: numbers as FP32, per-label probabilities
+    as FP32 ``[N, labels]`` (in the model's label order), strings as BYTES,
+    lists and objects (entities, tags, multi-label labels) as BYTES of their JSON."""
+    outputs = []
+    labels = model.predictor.labels
+    for name, datatype, shape in _v2_output_shapes(model):
+        values = [row.get(name) for row in rows]
+        if name == "probs":
+            data = [float(row["probs"][label]) for row in rows for label in labels]
+        elif datatype == "FP32":
+            data = [float(v) for v in values]
+        else:
+            data = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
+        outputs.append({"name": name, "datatype": datatype, "shape": [len(rows), *shape[1:]], "data": data})
+    return outputs
+
+
+# ---- observing every request ---------------------------------------------------------
+class _Observe:
+    """ASGI middleware: each HTTP request's route template, status and time into the metrics."""
+
+    def __init__(self, app, metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.monotonic(), [500]
+
+        async def observed_send(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe(route, scope.get("method", ""), status[0], time.monotonic() - started)

@@ -1,0 +1,56 @@
+"""The ``serve`` section of a param file (and the options of ``python -m appzoo.serve``)."""
+import dataclasses
+from typing import Annotated, Literal, Optional
+
+from appzoo.config import Key, check_fields
+from appzoo.engines import ENGINES, check_engine
+from appzoo.env import available_cores
+from appzoo.errors import ConfigError
+
+
+def _engine_installed(value, key_path):
+    check_engine(value, key_path)
+
+
+@dataclasses.dataclass
+class ServeConfig:
+    """Every key of the ``serve`` section: its type, limits, default and help."""
+
+    host: Annotated[str, Key("address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface, "
+                             "for a container)", nonempty=True)] = "127.0.0.1"
+    port: Annotated[int, Key("TCP port to listen on (0: any free port, printed at start)", ge=0, le=65535)] = 8000
+    engine: Annotated[Literal[ENGINES], Key(
+        "what the models run on: the Paddle model, or the graph exported into <run>/inference/ on Paddle "
+        "Inference (oneDNN on CPU) or ONNX Runtime", check=_engine_installed)] = "paddle_inference"
+    max_batch_size: Annotated[int, Key(
+        "inputs a model runs together at most: a batch runs when this many wait, or when the oldest request "
+        "has waited max_wait_ms (1: no batching across requests)", ge=1)] = 32
+    max_wait_ms: Annotated[float, Key("how long the oldest waiting request waits for others to fill a batch",
+                                      ge=0)] = 5.0
+    max_queue: Annotated[int, Key("requests waiting per model at most; one more is answered 503 with "
+                                  "Retry-After", ge=1)] = 256
+    max_body_bytes: Annotated[int, Key("largest request body accepted (larger: 413)", ge=1)] = 1_048_576
+    max_input_chars: Annotated[int, Key(
+        "characters of one text (tokens of one token list) read at most: a longer one is cut there and the "
+        "answer's notes say so; bounds the work one request can cause", ge=1)] = 10_000
+    threads: Annotated[Optional[int], Key(
+        "CPU threads of each model's engine; models x threads must not exceed the cores this process may use "
+        "(null: the cores shared out over the models)", ge=1)] = None
+    drain_timeout_s: Annotated[float, Key(
+        "on SIGTERM or Ctrl-C: stop accepting, then wait this long at most for the requests in flight", ge=0)] = 30.0
+
+    def __post_init__(self):
+        check_fields(self, "serve")
+
+    def engine_threads(self, models, cores=None):
+        """Threads of each of ``models`` engines: ``threads``, or the cores shared out; ConfigError when
+        models x threads exceeds the cores (each model's batches run on a thread of their own, each with
+        that many engine threads: more would only contend, as TorchServe and Triton users find)."""
+        cores = available_cores() if cores is None else cores
+        threads = self.threads or max(1, cores // models)
+        if models * threads > cores:
+            fit = cores // models
+            advice = f"set serve.threads to {fit}" if fit else f"serve at most {cores} model(s) in one process"
+            raise ConfigError(f"serve.threads: {models} model(s) x {threads} thread(s) = {models * threads} > "
+                              f"the {cores} core(s) this process may use; {advice}")
+        return threads

@@ -1,0 +1,99 @@
+"""Helpers of the serving tests: tiny trained runs of every task, and a live server on 127.0.0.1.
+
+``LiveServer`` runs the real app under uvicorn on a thread of the test
+process (no second paddle import), listening on a free loopback port.
+"""
+import contextlib
+import http.client
+import json
+import threading
+import time
+
+import run_trainer
+
+FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.batch_size=8", "--set", "trainer.progress_bar=false",
+        "--set", "trainer.plots=false"]
+#: a run of each task the server answers: name -> (example param file, its extra --set)
+TASKS = {
+    "cls": ("examples/cls_ernie_fc_ch.json", []),
+    "multilabel": ("examples/cls_ernie_fc_multilabel.json",
+                   ["--set", "dataset_reader.predict=data/cls_multilabel/test.tsv"]),  # it has no predict file
+    "ner_softmax": ("examples/ner_ernie_fc_ch.json", []),
+    "ner_crf": ("examples/ner_ernie_crf_ch.json", []),
+    "pointwise": ("examples/mtch_ernie_fc_pointwise_ch.json", []),
+    "pairwise": ("examples/mtch_ernie_pairwise_simnet_with_circle_loss.json", []),
+    "inbatch": ("examples/mtch_ernie_siamese_infonce.json", []),
+}
+
+
+def train(root, names=tuple(TASKS)):
+    """``{name: run folder}`` of a 2-step run of each task (train, eval, predict) under ``root``."""
+    out = {}
+    for name in names:
+        example, extra = TASKS[name]
+        out[name] = str(root / name)
+        code = run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={out[name]}", *FAST,
+                                 *extra])
+        assert code == 0, (name, code)
+    return out
+
+
+@contextlib.contextmanager
+def live_server(specs, **settings):
+    """``(base url, app)`` of a server of ``specs`` (``{name: best}``) with the ``serve`` ``settings``,
+    ready (every model loaded); stopped, gracefully, at the end of the block."""
+    import uvicorn
+
+    from appzoo.serve.app import create_app
+    from appzoo.serve.config import ServeConfig
+    from appzoo.serve.server import listen
+
+    config = ServeConfig(**{"port": 0, "engine": "dygraph", **settings})
+    sock = listen("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    app = create_app(specs, config, threads=1)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=config.drain_timeout_s))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", app)
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
+
+
+def wait_ready(base, app=None, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if app is not None and app.state.models.error:
+            raise AssertionError(app.state.models.error)
+        try:
+            status, _, _ = request(base, "GET", "/v2/health/ready")
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{base} not ready after {timeout} s")
+
+
+def request(base, method, path, body=None, headers=None, timeout=60):
+    """``(status, headers, parsed JSON or text)``; ``body``: bytes, or anything JSON (sent as application/json)."""
+    host, port = base.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    headers = dict(headers or {})
+    if body is not None and not isinstance(body, bytes):
+        body = json.dumps(body).encode("utf-8")
+        headers.setdefault("Content-Type", "application/json")
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+    finally:
+        conn.close()
+    kind = response.getheader("content-type", "")
+    data = json.loads(raw) if kind.startswith("application/json") else raw.decode("utf-8", "replace")
+    return response.status, dict(response.getheaders()), data
