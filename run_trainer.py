@@ -21,8 +21,9 @@ def parse_args(argv):
     parser.add_argument("--param_path", help="param file (.json, .yaml or .yml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override a key (repeatable); VALUE is parsed as JSON when it parses, else a string")
-    parser.add_argument("--do", help="comma-separated modes: train,eval,predict,export "
-                                     "(default: train, then eval on dev/test, then predict when a predict file is set)")
+    parser.add_argument("--do", help="comma-separated modes: train,eval,predict,export,audit "
+                                     "(default: train, then eval on dev/test, then predict when a predict file is "
+                                     "set); or serve alone: the run's best/ over HTTP (docs/serving.md)")
     parser.add_argument("--list", action="store_true", help="print the registered models, readers, losses and metrics")
     parser.add_argument("--sweep", action="append", default=[], metavar="KEY.PATH=V1,V2",
                         help="one axis of a sweep (repeatable: the grid of all axes); V1,V2 split on commas, or a "
@@ -30,7 +31,7 @@ def parse_args(argv):
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="run every sweep setting with trainer.seed + 0..N-1 (default 1)")
     parser.add_argument("--describe", metavar="TARGET",
-                        help="print the keys of trainer, dataset_reader, encoder, model.NAME, reader.NAME or "
+                        help="print the keys of trainer, dataset_reader, encoder, serve, model.NAME, reader.NAME or "
                              "loss.NAME: type, default, range and help (all: docs/params.md, as markdown)")
     args = parser.parse_args(argv)
     if not args.list and not args.describe and not args.param_path:
@@ -74,6 +75,11 @@ def _import_libraries():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:  # appzoo serve PATH/best ...
+        from appzoo.serve.__main__ import main as serve_main
+
+        return serve_main(argv[1:])
     args = parse_args(argv)
     try:  # from here on: a Ctrl-C while the libraries load (seconds) is one line too
         configure_cpu()  # process-wide CPU defaults: set here, by the command line, before paddle loads
@@ -93,10 +99,14 @@ def main(argv=None):
         config = load_param_file(args.param_path)
         apply_overrides(config, args.set)
         do = parse_do(args.do)
+        if do == ["serve"]:
+            from appzoo.serve.__main__ import run_param_file
+
+            return run_param_file(config)
         if args.sweep or args.seeds is not None:
             from appzoo.sweep import plan_sweep, run_sweep
 
-            command = shlex.join(["python", "run_trainer.py", *(sys.argv[1:] if argv is None else argv)])
+            command = shlex.join(["python", "run_trainer.py", *argv])
             seeds = 1 if args.seeds is None else args.seeds
             sweep = plan_sweep(config, args.param_path, args.sweep, seeds, do=do, command=command)
             run_sweep(sweep)
@@ -125,6 +135,11 @@ def parse_do(text):
     from appzoo.trainer_config import MODES
 
     do = [m.strip() for m in text.split(",") if m.strip()]
+    if "serve" in do and len(do) > 1:
+        raise UserError(f"--do {text!r}: serve runs alone (it answers requests until stopped); run the other "
+                        f"modes first, then --do serve")
+    if do == ["serve"]:
+        return do
     bad = [m for m in do if m not in MODES]
     if bad:
         raise UserError(f"--do {text!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")

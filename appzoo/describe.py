@@ -18,7 +18,7 @@ from appzoo.param_file import load_param_file
 from appzoo.registry import LOSSES, MODELS, READERS, did_you_mean
 
 REGENERATE = "python -m appzoo.describe > docs/params.md"
-TARGETS = ("trainer", "dataset_reader", "encoder", "model.NAME", "reader.NAME", "loss.NAME")
+TARGETS = ("trainer", "dataset_reader", "encoder", "serve", "model.NAME", "reader.NAME", "loss.NAME")
 
 
 def components(target):
@@ -39,6 +39,10 @@ def components(target):
                 ("dataset_reader: data files, every reader", "dataset_reader", DatasetReader, ())]
     if target == "encoder":
         return [("model.encoder", "model.encoder", EncoderSpec, ())]
+    if target == "serve":
+        from appzoo.serve.config import ServeConfig
+
+        return [("serve", "serve", ServeConfig, ())]
     if kind == "model" and name:
         cls = MODELS.get(name, "--describe model")
         return [(f"model.type: {name}", "model", cls, cls.MODEL_ARGS)]
@@ -117,6 +121,7 @@ def markdown():
     sections = [("trainer", ["trainer"]), ("dataset_reader", ["dataset_reader"]),
                 ("Readers", [f"reader.{n}" for n in READERS.names()]),
                 ("model.encoder", ["encoder"]),
+                ("serve", ["serve"]),
                 ("Models", [f"model.{n}" for n in MODELS.names()]),
                 ("Losses", [f"loss.{n}" for n in LOSSES.names()])]
     for heading, targets in sections:

@@ -107,6 +107,12 @@ def _trainer(config, do):
         section["do"] = do
     check_kwargs(TrainerConfig, section, "trainer", label="trainer")
     trainer = TrainerConfig(**section)
+    serve = config.get("serve") or {}
+    if serve:  # a run that serves later is told now about a bad serve key
+        from appzoo.serve.config import ServeConfig
+
+        check_kwargs(ServeConfig, serve, "serve", label="serve")
+        ServeConfig(**serve)
     if trainer.visualdl:
         VisualDLLogger.check_installed()
     if trainer.amp != "off":

@@ -96,3 +96,12 @@ def crash_after_step(monkeypatch, step):
         yield
     finally:
         monkeypatch.setattr(Trainer, "_train_step", real)
+
+
+@pytest.fixture(scope="session")
+def served_runs(tmp_path_factory):
+    """``{task: run folder}`` of a 2-step run of every task the server answers (tests/serving.py), shared by
+    the serving tests."""
+    from serving import train
+
+    return train(tmp_path_factory.mktemp("served"))

@@ -97,3 +97,31 @@ def request(base, method, path, body=None, headers=None, timeout=60):
     kind = response.getheader("content-type", "")
     data = json.loads(raw) if kind.startswith("application/json") else raw.decode("utf-8", "replace")
     return response.status, dict(response.getheaders()), data
+
+
+def raw_inputs(rows):
+    """What a user would send for the rows of a predictions.jsonl: texts, token lists or [text_a, text_b]."""
+    if "tokens" in rows[0]:
+        return [r["tokens"] for r in rows]
+    if "text_a" in rows[0]:
+        return [[r["text_a"], r["text_b"]] for r in rows]
+    return [r["text"] for r in rows]
+
+
+def assert_same_rows(got, expected, atol=1e-4):
+    """Rows equal but for the gold labels; probabilities and scores within ``atol`` (a graph engine's float error)."""
+    import numpy as np
+    import pytest
+
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        e = {k: v for k, v in e.items() if k != "gold"}
+        assert set(g) == set(e)
+        for key, value in e.items():
+            if key == "probs":
+                assert list(g[key]) == list(value)
+                np.testing.assert_allclose(list(g[key].values()), list(value.values()), atol=atol)
+            elif key == "score":
+                assert g[key] == pytest.approx(value, abs=atol)
+            else:  # label(s), tags, entity spans, the inputs
+                assert g[key] == value, key

@@ -11,6 +11,7 @@ serves that run's ``best/`` with the file's own ``serve`` section.
 """
 import argparse
 import dataclasses
+import os
 import sys
 import typing
 
@@ -36,35 +37,44 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     settings = {k: v for k, v in vars(args).items() if k != "models" and v is not None}
-    return run(args.models, settings, key_path="models")
-
-
-def run(model_specs, settings, key_path="models"):
-    """Check everything, set the CPU up, then serve; the exit code (2 and one line for a user error)."""
-    from appzoo.env import configure_cpu, import_paddle_quietly
-    from appzoo.config import check_kwargs
-
     try:
-        from appzoo.serve.config import ServeConfig
-
-        check_kwargs(ServeConfig, settings, "serve", label="serve")
-        config = ServeConfig(**settings)
-        threads = config.engine_threads(len(model_specs))
-        configure_cpu(threads)  # before paddle loads: the dygraph engine's threads
-        import_paddle_quietly()
-        from appzoo.registry import load_components
-        from appzoo.serve.models import parse_models
-        from appzoo.serve.server import serve
-
-        load_components()
-        specs = parse_models(model_specs, key_path)
-        return serve(specs, config, threads)
+        return run(args.models, settings)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted (Ctrl-C) while starting; nothing was served", file=sys.stderr)
         return 130
+
+
+def run(model_specs, settings, key_path="models"):
+    """Check everything, set the CPU up, then serve until stopped; the exit code.
+    A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served."""
+    from appzoo.config import check_kwargs
+    from appzoo.env import configure_cpu, import_paddle_quietly
+    from appzoo.serve.config import ServeConfig
+
+    check_kwargs(ServeConfig, settings, "serve", label="serve")
+    config = ServeConfig(**settings)
+    threads = config.engine_threads(len(model_specs))
+    configure_cpu(threads)  # before paddle loads: the dygraph engine's threads (no effect once loaded)
+    import_paddle_quietly()
+    from appzoo.registry import load_components
+    from appzoo.serve.models import parse_models
+    from appzoo.serve.server import serve
+
+    load_components()
+    return serve(parse_models(model_specs, key_path), config, threads)
+
+
+def run_param_file(config):
+    """``run_trainer.py --param_path X --do serve``: serve the run's ``best/`` with the file's ``serve`` section."""
+    from appzoo.trainer_config import TrainerConfig
+
+    output_dir = config.get("trainer", {}).get("output_dir", TrainerConfig.output_dir)
+    name = os.path.basename(os.path.normpath(output_dir)) or "model"
+    return run([f"{name}={os.path.join(output_dir, 'best')}"], dict(config.get("serve", {})),
+               key_path="trainer.output_dir")
 
 
 if __name__ == "__main__":

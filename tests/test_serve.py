@@ -1,0 +1,236 @@
+"""The server answers what ``--do predict`` writes, on every task and engine; its routes,
+readiness and metrics; its start-up errors; and a SIGTERM under load.
+
+One tiny run per task (shared by the serving tests, conftest ``served_runs``);
+one live server per engine holds all of them.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import read_jsonl
+from serving import TASKS, assert_same_rows, live_server, raw_inputs, request, wait_ready
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=["dygraph", "paddle_inference"])
+def server(request, served_runs):
+    specs = {task: os.path.join(run, "best") for task, run in served_runs.items()}
+    with live_server(specs, engine=request.param, max_wait_ms=2) as (base, app):
+        yield base, app, request.param
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_predict_answers_equal_predictions_jsonl(server, served_runs, task):
+    base, _, engine = server
+    expected = read_jsonl(os.path.join(served_runs[task], "predictions.jsonl"))
+    status, _, answer = request(base, "POST", f"/models/{task}/predict", {"inputs": raw_inputs(expected)})
+    assert status == 200, answer
+    assert answer["model"] == task
+    assert_same_rows(answer["predictions"], expected)
+    # the same through /predict naming the model, and one input at a time (batched with nothing else)
+    status, _, one = request(base, "POST", "/predict", {"model": task, "inputs": raw_inputs(expected)[:1]})
+    assert status == 200 and one["predictions"] == answer["predictions"][:1]
+
+
+@pytest.mark.parametrize("task", ["cls", "multilabel", "ner_crf", "pointwise", "inbatch"])
+def test_v2_infer_gives_the_same_answers_as_tensors(server, served_runs, task):
+    base, app, _ = server
+    rows = read_jsonl(os.path.join(served_runs[task], "predictions.jsonl"))[:3]
+    inputs = raw_inputs(rows)
+    if "text_a" in rows[0]:
+        tensors = [{"name": "text_a", "shape": [3], "datatype": "BYTES", "data": [p[0] for p in inputs]},
+                   {"name": "text_b", "shape": [3], "datatype": "BYTES", "data": [p[1] for p in inputs]}]
+    else:
+        texts = [r.get("text") or "".join(r["tokens"]) for r in rows]
+        tensors = [{"name": "text", "shape": [3], "datatype": "BYTES", "data": texts}]
+    status, _, answer = request(base, "POST", f"/v2/models/{task}/infer", {"id": "r1", "inputs": tensors})
+    assert status == 200, answer
+    assert answer["model_name"] == task and answer["id"] == "r1"
+    outputs = {o["name"]: o for o in answer["outputs"]}
+    status, _, meta = request(base, "GET", f"/v2/models/{task}")
+    assert status == 200 and [o["name"] for o in meta["outputs"]] == list(outputs)
+    _, _, plain = request(base, "POST", f"/models/{task}/predict", {"inputs": inputs})
+    plain = plain["predictions"]
+    labels = meta["parameters"]["labels"]
+    if "probs" in outputs:
+        assert outputs["probs"]["shape"] == [3, len(labels)]
+        flat = [row["probs"][name] for row in plain for name in labels]
+        assert outputs["probs"]["data"] == pytest.approx(flat, abs=1e-6)
+    if "label" in outputs:
+        assert outputs["label"]["data"] == [row["label"] for row in plain]
+    if "labels" in outputs:
+        assert [json.loads(v) for v in outputs["labels"]["data"]] == [row["labels"] for row in plain]
+    if "entities" in outputs:  # the texts were given whole: the same characters as the tokens
+        assert [json.loads(v) for v in outputs["entities"]["data"]] == [row["entities"] for row in plain]
+    if "score" in outputs:
+        assert outputs["score"]["datatype"] == "FP32"
+        assert outputs["score"]["data"] == pytest.approx([row["score"] for row in plain], abs=1e-6)
+
+
+def test_health_metadata_page_and_metrics(server):
+    base, app, engine = server
+    assert request(base, "GET", "/v2/health/live")[:3:2] == (200, {"live": True})
+    assert request(base, "GET", "/v2/health/ready")[:3:2] == (200, {"ready": True})
+    assert request(base, "GET", "/v2/models/cls/ready")[:3:2] == (200, {"name": "cls", "ready": True})
+    status, _, meta = request(base, "GET", "/v2/models/pointwise")
+    assert status == 200 and meta["name"] == "pointwise" and meta["versions"] == ["1"]
+    assert [i["name"] for i in meta["inputs"]] == ["text_a", "text_b"]
+    status, _, listed = request(base, "GET", "/models")
+    assert listed["ready"] and [m["name"] for m in listed["models"]] == list(TASKS)
+    assert {m["engine"] for m in listed["models"]} == {engine}
+    status, headers, page = request(base, "GET", "/")
+    assert status == 200 and headers["content-type"].startswith("text/html") and "<form" in page
+    assert "http://" not in page and "https://" not in page  # nothing fetched from a network: works offline
+    status, headers, text = request(base, "GET", "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    for series in ('appzoo_requests_total{code="200",method="GET",route="/v2/models/{name}"}',
+                   'appzoo_request_seconds_bucket{le="0.001",route="/v2/health/live"}',
+                   'appzoo_batch_size_count{model="cls"}', 'appzoo_queue_depth{model="cls"} 0.0',
+                   'appzoo_model_load_seconds{model="ner_crf"}', "appzoo_ready 1.0"):
+        assert series in text, series
+
+
+def test_a_long_text_is_cut_and_the_answer_says_so(server):
+    base, _, _ = server
+    status, _, answer = request(base, "POST", "/models/cls/predict", {"inputs": ["好" * 1_000_000, "短"]})
+    assert status == 413  # 3 MB of UTF-8 is over max_body_bytes
+    status, _, answer = request(base, "POST", "/models/cls/predict", {"inputs": ["a " * 500_000, "short"]})
+    assert status == 200, answer
+    assert len(answer["predictions"]) == 2 and answer["predictions"][0]["text"] == "a " * 5_000
+    assert answer["notes"] == ["input 0: 1000000 characters, cut at max_input_chars=10000",
+                               "input 0: cut at max_seq_len=64 tokens; the rest of it was not read"]
+    status, _, answer = request(base, "POST", "/models/ner_crf/predict", {"inputs": ["北京" * 6000]})
+    assert status == 200 and len(answer["predictions"][0]["tokens"]) == 10_000  # windows: nothing else is cut
+    assert answer["notes"] == ["input 0: 12000 characters, cut at max_input_chars=10000"]
+
+
+def test_readiness_is_false_until_every_model_is_loaded(served_runs):
+    from fastapi.testclient import TestClient
+
+    from appzoo.serve.app import create_app
+    from appzoo.serve.config import ServeConfig
+
+    app = create_app({"cls": os.path.join(served_runs["cls"], "best")}, ServeConfig(engine="dygraph"), 1,
+                     load=False)
+    client = TestClient(app)
+    answer = client.get("/v2/health/ready")
+    assert answer.status_code == 503 and answer.json() == {"ready": False} and answer.headers["retry-after"]
+    assert client.get("/v2/models/cls/ready").status_code == 503
+    assert client.get("/v2/health/live").json() == {"live": True}
+    answer = client.post("/predict", json={"inputs": ["x"]})
+    assert answer.status_code == 503 and "loading" in answer.json()["error"]
+    app.state.models.load()
+    assert client.get("/v2/health/ready").json() == {"ready": True}
+    assert client.post("/predict", json={"inputs": ["x"]}).status_code == 200
+    app.state.models.stop(5)
+
+
+# ---- start-up errors: one line, exit 2 -----------------------------------------------------
+def serve_main(*args):
+    from appzoo.serve.__main__ import main
+
+    return main(list(args))
+
+
+def test_startup_errors_are_one_line_and_exit_2(served_runs, tmp_path, capsys, monkeypatch):
+    best = os.path.join(served_runs["cls"], "best")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))  # main sets it: restore after
+    try:
+        assert serve_main(best, "--port", str(port), "--engine", "dygraph", "--threads", "1") == 2
+    finally:
+        taken.close()
+    assert capsys.readouterr().err == (f"error: serve.port: cannot listen on 127.0.0.1:{port} (in use by another "
+                                       f"process); choose another serve.port (--port), or stop what holds it\n")
+
+    assert serve_main(str(tmp_path / "nowhere" / "best"), "--threads", "1") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: models: nowhere: ") and err.count("\n") == 1, err
+
+    broken = tmp_path / "broken" / "best"
+    shutil.copytree(best, broken)
+    with open(broken / "model_state.pdparams", "r+b") as f:
+        f.truncate(100)
+    assert serve_main(str(broken), "--threads", "1", "--engine", "dygraph") == 2
+    err = capsys.readouterr().err
+    assert "model_state.pdparams" in err and "truncated or corrupt" in err and err.count("\n") == 1, err
+
+    assert serve_main(best, "a=" + best, "b=" + best, "--threads", "2") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: serve.threads: 3 model(s) x 2 thread(s) = 6 > the ") and err.count("\n") == 1
+
+    assert serve_main("x=" + best, "x=" + best, "--threads", "1") == 2
+    assert "two models named 'x'" in capsys.readouterr().err
+
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    assert serve_main(best, "--engine", "onnxruntime", "--threads", "1") == 2
+    assert capsys.readouterr().err == ("error: serve.engine: 'onnxruntime' needs the onnxruntime package, which is "
+                                       "not installed (pip install onnxruntime; it is optional, not in "
+                                       "requirements.txt)\n")
+
+
+def test_do_serve_alone_and_a_bad_serve_key_in_the_param_file(served_runs, capsys):
+    import run_trainer
+
+    run = served_runs["cls"]
+    example = TASKS["cls"][0]
+    assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={run}", "--do", "serve,eval"]) == 2
+    assert "serve runs alone" in capsys.readouterr().err
+    assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={run}", "--set",
+                             "serve.max_batch_size=0", "--do", "serve"]) == 2
+    assert capsys.readouterr().err == f"error: {example}: serve.max_batch_size: must be >= 1, got 0\n"
+    assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={run}", "--set",
+                             "serve.prot=1", "--do", "eval"]) == 2  # planning a run checks the section too
+    assert "serve.prot: unknown key" in capsys.readouterr().err
+
+
+# ---- a SIGTERM under load: what is in flight is answered, then exit 0 ------------------------
+def test_sigterm_during_load_answers_in_flight_requests_then_exits_0(served_runs, tmp_path):
+    run = served_runs["cls"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "run_trainer.py", "--param_path", TASKS["cls"][0], "--set", f"trainer.output_dir={run}",
+               "--set", "serve.port=0", "--set", "serve.engine=dygraph", "--set", "serve.threads=1",
+               "--set", "serve.max_wait_ms=1500", "--set", "serve.max_batch_size=64", "--do", "serve"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = process.stderr.readline()
+        assert first.startswith("serving "), first
+        base = first.split(" on ")[1].split("/ ")[0]
+        wait_ready(base, timeout=120)
+        answers = []
+
+        def client(i):
+            answers.append(request(base, "POST", "/predict", {"inputs": [f"text {i}"]})[0])
+
+        clients = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for c in clients:
+            c.start()
+        time.sleep(0.5)  # the requests wait for their batch (max_wait_ms 1500)
+        process.send_signal(signal.SIGTERM)
+        for c in clients:
+            c.join(60)
+        assert process.wait(60) == 0
+        rest = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert answers == [200] * 8
+    assert "stopped: every request in flight was answered" in rest and "Traceback" not in rest
+    with pytest.raises(OSError):
+        request(base, "GET", "/v2/health/live", timeout=2)
