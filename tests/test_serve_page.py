@@ -1,0 +1,131 @@
+"""The try-it page of ``appzoo.serve`` (appzoo/serve/static/index.html) in a real browser (headless
+Chromium, tests/browser.py): for a tiny trained model of each task, what the page shows after a person
+types a text and presses Predict is the server's own answer to the same input.
+
+    APPZOO_SCREENSHOTS=docs/img python -m pytest -q tests/test_serve_page.py
+
+also saves what each task looks like there (serve_cls.png, serve_multilabel.png, ...); the plain suite
+writes nothing into the repository.
+"""
+import os
+
+import pytest
+
+import browser
+import serving
+
+reason = browser.missing()
+if reason:
+    pytest.skip(f"no browser can run here: {reason}", allow_module_level=True)
+
+#: the served models, each named as in tests/serving.py's TASKS
+MODELS = ("cls", "multilabel", "ner_crf", "pointwise")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    runs = serving.train(tmp_path_factory.mktemp("serve_page"), names=MODELS)
+    with serving.live_server({name: run + "/best" for name, run in runs.items()}) as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def driver():
+    chromium = browser.chromium(width=960, height=800)
+    yield chromium
+    chromium.quit()
+
+
+def ask(driver, base, model, *texts, screenshot=None):
+    """Open the page, choose ``model``, type ``texts`` (two for a pair model), press Predict and wait
+    for the answer to be shown; the server's own answer to the same input (its one prediction row)."""
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    driver.get_log("browser")  # drop what an earlier page left
+    driver.get(base + "/")
+    wait = WebDriverWait(driver, 30)
+    wait.until(lambda d: d.find_elements("css selector", f'#model option[value="{model}"]'))
+    Select(driver.find_element("id", "model")).select_by_value(model)
+    for box, text in zip(("text_a", "text_b"), texts):
+        field = driver.find_element("id", box)
+        field.clear()
+        field.send_keys(text)
+    driver.find_element("id", "submit").click()
+    wait.until(lambda d: d.find_element("tag name", "body").get_attribute("data-answered") == "1"
+               or d.find_element("id", "error").text)  # a refusal shows there, and counts no answer
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+    assert driver.find_element("id", "error").text == ""
+    if screenshot and os.environ.get("APPZOO_SCREENSHOTS"):
+        save(driver, os.path.join(os.environ["APPZOO_SCREENSHOTS"], screenshot))
+
+    status, _, answer = serving.request(base, "POST", f"/models/{model}/predict",
+                                        {"inputs": [texts[0] if len(texts) == 1 else list(texts)]})
+    assert status == 200, answer
+    return answer["predictions"][0]
+
+
+def save(driver, path):
+    """What is on the page, as a PNG at ``path`` (the whole document, not the empty window below it)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    driver.find_element("tag name", "html").screenshot(path)
+
+
+def bars(driver):
+    """``{label: (shown probability, fraction of the track filled, chosen)}`` of the probability bars."""
+    out = {}
+    for bar in driver.find_elements("css selector", "#bars .bar[data-label]"):
+        fill = bar.find_element("css selector", ".fill").size["width"]
+        track = bar.find_element("css selector", ".track").size["width"]
+        out[bar.get_attribute("data-label")] = (bar.find_element("css selector", ".p").text, fill / track,
+                                                "top" in bar.get_attribute("class").split())
+    return out
+
+
+def check_bars(driver, row, chosen):
+    shown = bars(driver)
+    assert sorted(shown) == sorted(row["probs"])
+    for label, p in row["probs"].items():
+        text, filled, top = shown[label]
+        assert text == f"{p:.3f}", label
+        assert filled == pytest.approx(p, abs=0.01), label
+        assert top == (label in chosen), label
+
+
+def test_classification_shows_the_label_and_every_probability(driver, base):
+    row = ask(driver, base, "cls", "中国队在决赛中夺得冠军", screenshot="serve_cls.png")
+    assert driver.find_element("id", "answer").text == f"Label: {row['label']}"
+    check_bars(driver, row, [row["label"]])
+
+
+def test_multi_label_marks_every_chosen_label(driver, base):
+    row = ask(driver, base, "multilabel", "新药上市后公司股价大涨", screenshot="serve_multilabel.png")
+    assert driver.find_element("id", "answer").text == f"Labels: {', '.join(row['labels']) or '(none)'}"
+    check_bars(driver, row, row["labels"])
+
+
+def test_entities_are_marked_in_the_sentence_as_it_was_typed(driver, base):
+    text = "张三在北京大学读书"
+    row = ask(driver, base, "ner_crf", text, screenshot="serve_ner.png")
+    assert row["entities"], "the tiny model found no entity: nothing to check"
+    marks = driver.find_elements("css selector", "#sentence mark.ent")
+    assert [(m.text, m.get_attribute("data-type")) for m in marks] \
+        == [(e["text"], e["type"]) for e in row["entities"]]
+    assert driver.find_element("id", "sentence").text == text  # characters joined back, no spaces, no tag names
+    count = len(row["entities"])
+    assert driver.find_element("id", "entity-count").text == f"{count} entit{'y' if count == 1 else 'ies'}"
+
+
+def test_words_keep_the_spaces_typed_between_them(driver, base):
+    text = "张三去了 New York 读书"  # split at its spaces: four tokens, 张三去了 one of them
+    row = ask(driver, base, "ner_crf", text)
+    assert len(row["tokens"]) == 4, row["tokens"]
+    assert driver.find_element("id", "sentence").text == text
+    marks = driver.find_elements("css selector", "#sentence mark.ent")
+    assert [m.get_attribute("data-type") for m in marks] == [e["type"] for e in row["entities"]]
+
+
+def test_matching_shows_the_score_and_the_label(driver, base):
+    row = ask(driver, base, "pointwise", "今天天气怎么样", "今天的天气如何", screenshot="serve_matching.png")
+    assert driver.find_element("id", "label").text == row["label"]
+    assert driver.find_element("id", "score").text == f"{row['score']:.4f}"
