@@ -365,6 +365,10 @@ def wrong_type(key, value, expected="a string"):
 
 
 def clip(value, width=80):
-    """``value`` for a message: JSON for non-strings, cut to ``width`` characters."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """``value`` for a one-line message: JSON for non-strings and for a blank
+    string, control characters escaped, cut to ``width`` characters."""
+    if isinstance(value, str) and value.strip():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    else:
+        text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -290,8 +290,10 @@ async def _read_json(request, limit):
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise Failure(400, f"body: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except ValueError as e:
-        raise Failure(400, f"body: not valid JSON ({e})") from None
+    except ValueError as e:  # NaN, Infinity; an integer of more than 4300 digits
+        raise Failure(400, f"body: not valid JSON ({first_line(e)})") from None
+    except RecursionError:
+        raise Failure(400, "body: JSON nested too deeply") from None
 
 
 def _no_constant(name):
