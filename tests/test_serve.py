@@ -168,6 +168,16 @@ def test_startup_errors_are_one_line_and_exit_2(served_runs, tmp_path, capsys, m
     err = capsys.readouterr().err
     assert "model_state.pdparams" in err and "truncated or corrupt" in err and err.count("\n") == 1, err
 
+    with open(broken / "model_state.pdparams", "wb") as f:  # sound weights, a corrupt labels.json: found while
+        f.write(open(os.path.join(best, "model_state.pdparams"), "rb").read())  # loading, after the port opened
+    (broken / "labels.json").write_text("{broken", encoding="utf-8")
+    assert serve_main(str(broken), "--threads", "1", "--engine", "dygraph", "--port", "0") == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("serving broken on http://127.0.0.1:")
+    assert err[1:] == [f"error: model 'broken' ({broken}): {broken}/labels.json: cannot be read as JSON (Expecting "
+                       f"property name enclosed in double quotes: line 1 column 2 (char 1)); the file is truncated "
+                       f"or corrupt"]
+
     assert serve_main(best, "a=" + best, "b=" + best, "--threads", "2") == 2
     err = capsys.readouterr().err
     assert err.startswith("error: serve.threads: 3 model(s) x 2 thread(s) = 6 > the ") and err.count("\n") == 1
