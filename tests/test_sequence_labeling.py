@@ -76,6 +76,23 @@ def test_spans_format_reads_cluener_doccano_and_label_studio_spans(tmp_path):
     assert [e["text"] for e in english["entities"]] == ["Ann", "Rome"]
 
 
+def test_a_text_input_gets_its_entities_as_character_spans_of_the_text():
+    """What the Predictor and the server answer for a text: entities at token positions, as in
+    predictions.jsonl, and where they are in the text itself (its own spacing kept)."""
+    reader = SequenceLabelingReader()  # conll: a text with spaces is split on them, else into characters
+    reader.load_state({"scheme": "BIO"})  # as a trained model's best/ gives it
+    words, chars, tokens = reader.read_inputs(["  Ann  lives in New   York ", " 张三在北京", ["Ann", "in", "Rome"]])
+    rows = reader.prediction_rows([words, chars, tokens], [{"tags": ["B-PER", "O", "O", "B-LOC", "I-LOC"]},
+                                                           {"tags": ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"]},
+                                                           {"tags": ["B-PER", "O", "B-LOC"]}], None)
+    assert rows[0]["text"] == "  Ann  lives in New   York " and rows[0]["tokens"] == ["Ann", "lives", "in", "New", "York"]
+    assert rows[0]["entities"] == [
+        {"type": "PER", "start": 0, "end": 1, "text": "Ann", "char_start": 2, "char_end": 5},
+        {"type": "LOC", "start": 3, "end": 5, "text": "New   York", "char_start": 16, "char_end": 26}]
+    assert [(e["text"], e["char_start"], e["char_end"]) for e in rows[1]["entities"]] == [("张三", 1, 3), ("北京", 4, 6)]
+    assert "text" not in rows[2] and rows[2]["entities"][1] == {"type": "LOC", "start": 2, "end": 3, "text": "Rome"}
+
+
 @pytest.mark.parametrize("label, message", [
     ({"LOC": {"北京": [[0, 1]]}},
      r"'LOC' '北京' at \[0, 1\] \(end inclusive, as in CLUENER\): the text there is '在北'"),

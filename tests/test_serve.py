@@ -50,9 +50,9 @@ def test_v2_infer_gives_the_same_answers_as_tensors(server, served_runs, task):
     if "text_a" in rows[0]:
         tensors = [{"name": "text_a", "shape": [3], "datatype": "BYTES", "data": [p[0] for p in inputs]},
                    {"name": "text_b", "shape": [3], "datatype": "BYTES", "data": [p[1] for p in inputs]}]
-    else:
-        texts = [r.get("text") or "".join(r["tokens"]) for r in rows]
-        tensors = [{"name": "text", "shape": [3], "datatype": "BYTES", "data": texts}]
+    else:  # texts (NER: the tokens joined, given as a text as a user would)
+        inputs = [r.get("text") or "".join(r["tokens"]) for r in rows]
+        tensors = [{"name": "text", "shape": [3], "datatype": "BYTES", "data": inputs}]
     status, _, answer = request(base, "POST", f"/v2/models/{task}/infer", {"id": "r1", "inputs": tensors})
     assert status == 200, answer
     assert answer["model_name"] == task and answer["id"] == "r1"
@@ -70,8 +70,10 @@ def test_v2_infer_gives_the_same_answers_as_tensors(server, served_runs, task):
         assert outputs["label"]["data"] == [row["label"] for row in plain]
     if "labels" in outputs:
         assert [json.loads(v) for v in outputs["labels"]["data"]] == [row["labels"] for row in plain]
-    if "entities" in outputs:  # the texts were given whole: the same characters as the tokens
+    if "entities" in outputs:
         assert [json.loads(v) for v in outputs["entities"]["data"]] == [row["entities"] for row in plain]
+        for text, row in zip(inputs, plain):  # a text's entities are also character spans of it
+            assert all(text[e["char_start"]:e["char_end"]] == e["text"] for e in row["entities"])
     if "score" in outputs:
         assert outputs["score"]["datatype"] == "FP32"
         assert outputs["score"]["data"] == pytest.approx([row["score"] for row in plain], abs=1e-6)

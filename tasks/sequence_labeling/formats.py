@@ -5,6 +5,8 @@ Each file reader yields one example per sentence (:func:`example`); a line
 that cannot be used goes to ``source.bad`` (an error naming ``file:line``, or
 skipped and counted under ``on_bad_line: "skip"``).
 """
+import re
+
 from appzoo.data.tabular import clip, jsonl_rows
 from appzoo.errors import DataError
 
@@ -49,18 +51,29 @@ def token_place(example, position):
 def examples_from_inputs(inputs, format):
     """A token list, or a text: split on whitespace when it has any
     (``John lives in Paris``), else into characters (``我爱北京``); always
-    into characters under format ``spans``, as the model was trained."""
+    into characters under format ``spans``, as the model was trained. A text
+    keeps its tokens' character ``offsets`` in it (``[(start, end)]``), so
+    its entities can be given as character spans of the text itself."""
     examples = []
     for i, value in enumerate(inputs):
+        offsets = None
         if isinstance(value, str) and format == "spans":
             tokens = list(value) if value.strip() else None
         elif isinstance(value, str):
-            tokens = value.split() if any(c.isspace() for c in value.strip()) else list(value.strip())
+            if any(c.isspace() for c in value.strip()):
+                words = list(re.finditer(r"\S+", value))
+                tokens, offsets = [w.group() for w in words], [w.span() for w in words]
+            else:
+                start = len(value) - len(value.lstrip())
+                tokens = list(value.strip())
+                offsets = [(start + k, start + k + 1) for k in range(len(tokens))]
         else:
             tokens = value
         if not (isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, str) and t for t in tokens)):
             raise DataError(f"input {i}: expected a text or a list of non-empty tokens, got {clip(value)}")
         examples.append(example(list(tokens), None, "input", i))
+        if offsets is not None:
+            examples[-1].update(text=value, offsets=offsets)
     return examples
 
 

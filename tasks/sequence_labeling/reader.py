@@ -312,6 +312,11 @@ class SequenceLabelingReader(DatasetReader):
             entities = [{"type": kind, "start": start, "end": end, "text": join(tokens[start:end])}
                         for kind, start, end in entity_spans(p["tags"], self.scheme)]
             row = {"text": "".join(tokens)} if self.format == "spans" else {}  # entity offsets are characters
+            if "offsets" in example:  # a text given to the Predictor or the server: also character spans of it
+                row["text"], offsets = example["text"], example["offsets"]
+                for entity in entities:
+                    entity["char_start"], entity["char_end"] = offsets[entity["start"]][0], offsets[entity["end"] - 1][1]
+                    entity["text"] = example["text"][entity["char_start"]:entity["char_end"]]
             row.update({"tokens": tokens, "tags": p["tags"], "entities": entities})
             if example["tags"] is not None:
                 row["gold"] = example["tags"]
