@@ -15,12 +15,12 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import run_trainer
 from appzoo import Predictor
 from appzoo.errors import ConfigError, DataError
+from serving import assert_same_rows, raw_inputs
 
 pytestmark = pytest.mark.slow  # every test predicts with a trained run of each task
 
@@ -56,36 +56,12 @@ def runs(served_runs):
     return {task: served_runs[SHARED[task]] for task in EXAMPLES}
 
 
-def raw_inputs(rows):
-    """What a user would pass: texts, token lists or (text_a, text_b) pairs."""
-    if "tokens" in rows[0]:
-        return [r["tokens"] for r in rows]
-    if "text_a" in rows[0]:
-        return [(r["text_a"], r["text_b"]) for r in rows]
-    return [r["text"] for r in rows]
-
-
-def assert_same_predictions(got, expected):
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        e = {k: v for k, v in e.items() if k != "gold"}
-        assert set(g) == set(e)
-        for key, value in e.items():
-            if key == "probs":
-                assert list(g[key]) == list(value)
-                np.testing.assert_allclose(list(g[key].values()), list(value.values()), atol=1e-4)
-            elif key == "score":
-                assert g[key] == pytest.approx(value, abs=1e-4)
-            else:  # label(s), tags, entity spans, the inputs
-                assert g[key] == value, key
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("task", list(EXAMPLES))
 def test_predictor_matches_do_predict(runs, task, engine):
     expected = read_jsonl(os.path.join(runs[task], "predictions.jsonl"))
     predictor = Predictor(os.path.join(runs[task], "best"), engine=engine, batch_size=16)
-    assert_same_predictions(predictor.predict(raw_inputs(expected)), expected)
+    assert_same_rows(predictor.predict(raw_inputs(expected)), expected)
 
 
 FRESH_PROCESS = """
@@ -116,7 +92,7 @@ def test_a_fresh_python_elsewhere_predicts_without_importing_tasks_and_quietly(r
     result = json.loads(child.stdout)
     assert not result["tasks_imported_before_use"] and result["tasks_imported"]
     assert result["omp"] == "2"
-    assert_same_predictions(result["rows"], expected)
+    assert_same_rows(result["rows"], expected)
 
 
 @pytest.mark.parametrize("engine", ENGINES[1:])
@@ -128,7 +104,7 @@ def test_do_predict_and_eval_on_an_engine(runs, task, engine):
         before = json.load(f)
     assert run_trainer.main(["--param_path", EXAMPLES[task], "--set", f"trainer.output_dir={out}", *FAST,
                              "--do", "eval,predict", "--set", f"trainer.inference_engine={engine}"]) == 0
-    assert_same_predictions(read_jsonl(os.path.join(out, "predictions.jsonl")), expected)
+    assert_same_rows(read_jsonl(os.path.join(out, "predictions.jsonl")), expected)
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         after = json.load(f)
     for split in ("dev", "test"):
