@@ -216,3 +216,18 @@ def test_a_burst_past_max_queue_gets_503_with_retry_after_and_the_rest_are_answe
             assert re.fullmatch(r"model 'cls' is busy: 2 requests are waiting \(max_queue 2\); retry later",
                                 answer["error"]), answer
         good(base)
+
+
+@pytest.mark.parametrize("raw", [b"GARBAGE\r\n\r\n", b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+                                 b"GET / HTTP/1.1\r\n" + b"X-Long: " + b"a" * 100_000 + b"\r\n\r\n"],
+                         ids=["not HTTP", "a bad Content-Length", "a 100 kB header"])
+def test_requests_that_are_not_http_are_refused_by_the_http_layer_and_the_server_stays_up(server, raw):
+    host, port = server.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        try:
+            sock.sendall(raw)
+            reply = sock.recv(4096)
+        except OSError:  # closed without an answer
+            reply = b""
+    assert reply == b"" or reply.startswith((b"HTTP/1.1 400", b"HTTP/1.1 431")), reply[:80]
+    good(server)
