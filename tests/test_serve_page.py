@@ -101,6 +101,12 @@ def test_multi_label_marks_every_chosen_label(driver, base):
     row = ask(driver, base, "multilabel", "新药上市后公司股价大涨", screenshot="serve_multilabel.png")
     assert driver.find_element("id", "answer").text == f"Labels: {', '.join(row['labels']) or '(none)'}"
     check_bars(driver, row, row["labels"])
+    thresholds = {m["name"]: m for m in serving.request(base, "GET", "/models")[2]["models"]}["multilabel"]["thresholds"]
+    marks = {bar.get_attribute("data-label"): bar.find_element("class name", "thr").get_attribute("title")
+             for bar in driver.find_elements("css selector", "#bars .bar")}
+    assert marks == {name: f"threshold {t:.3f}" for name, t in thresholds.items()}  # each label's own threshold
+    for name in thresholds:  # and a label is given exactly when it reaches its threshold
+        assert (name in row["labels"]) == (row["probs"][name] >= thresholds[name] - 1e-6)
 
 
 def test_entities_are_marked_in_the_sentence_as_it_was_typed(driver, base):

@@ -69,6 +69,9 @@ class ServedModel:
                "max_seq_len": self.predictor.max_seq_len, "best": self.best}
         if self.input_kind == "pair":
             out["threshold"] = reader.decision_threshold
+        if self.multi_label:  # a label is given at or above its own threshold (tuned per label on dev)
+            labels = self.predictor.labels
+            out["thresholds"] = {name: round(float(t), 6) for name, t in zip(labels, reader.thresholds(labels))}
         return out
 
     # ---- a request ----------------------------------------------------------------
