@@ -56,6 +56,8 @@ CASES = [
     ("inputs a number", "POST", "/models/cls/predict", J, {"inputs": 3}, 422, r"got int 3$"),
     ("inputs an object", "POST", "/models/cls/predict", J, {"inputs": {"a": 1}}, 422, r"got dict"),
     ("an empty list", "POST", "/models/cls/predict", J, {"inputs": []}, 422, r"^inputs: empty list"),
+    ("too many inputs", "POST", "/models/cls/predict", J, {"inputs": ["x"] * 1025}, 422,
+     r"^inputs: 1025 inputs, more than max_request_inputs=1024 in one request; send them in several requests$"),
     ("a null item", "POST", "/models/cls/predict", J, {"inputs": [None]}, 422,
      r"^input 0: expected a non-empty text \(a string\), got null$"),
     ("a number item", "POST", "/models/cls/predict", J, {"inputs": ["ok", 1]}, 422, r"^input 1: expected"),

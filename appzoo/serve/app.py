@@ -231,6 +231,10 @@ async def _predict(model, inputs):
     """The rows of one request's inputs, batched with other requests'."""
     if not inputs:
         raise Failure(422, "inputs: empty list; give at least one input")
+    limit = model.config.max_request_inputs
+    if len(inputs) > limit:
+        raise Failure(422, f"inputs: {len(inputs)} inputs, more than max_request_inputs={limit} in one request; "
+                           f"send them in several requests")
     try:
         check_inputs(inputs)
         prepared, notes = await run_in_threadpool(model.prepare, inputs)

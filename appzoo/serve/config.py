@@ -30,6 +30,9 @@ class ServeConfig:
     max_queue: Annotated[int, Key("requests waiting per model at most; one more is answered 503 with "
                                   "Retry-After", ge=1)] = 256
     max_body_bytes: Annotated[int, Key("largest request body accepted (larger: 413)", ge=1)] = 1_048_576
+    max_request_inputs: Annotated[int, Key(
+        "inputs one request may hold (more: 422); bounds how long one request can hold a model's batches",
+        ge=1)] = 1024
     max_input_chars: Annotated[int, Key(
         "characters of one text (tokens of one token list) read at most: a longer one is cut there and the "
         "answer's notes say so; bounds the work one request can cause", ge=1)] = 10_000
