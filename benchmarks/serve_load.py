@@ -375,6 +375,16 @@ def machine():
             "python": platform.python_version(), "versions": versions}
 
 
+def checkout():
+    """The commit whose code ran, and whether that code had uncommitted changes."""
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--", "appzoo", "tasks", "benchmarks", "run_trainer.py")
+    return head + (" with uncommitted changes to the code" if changed else "")
+
+
 def table(rows):
     lines = ["| model | server | clients | ok | failed | QPS | p50 ms | p95 ms | p99 ms | mean batch | "
              "p99 target ms | met |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -404,7 +414,7 @@ def report(result):
     lines = ["## Load test", "",
              f"Measured {result['date']} with `{result['command']}` "
              f"({result['requests']} requests a level, at most {result['max_seconds']} s a level, "
-             f"{result['warmup']} warm-up requests a server).", "",
+             f"{result['warmup']} warm-up requests a server) at commit {result['checkout']}.", "",
              f"Machine: {info['cpu']}, {info['cores']} cores ({info['cores_usable']} usable); Python "
              f"{info['python']}, " + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v) + ".", "",
              "Every server ran on 127.0.0.1 with the paddle_inference engine and "
@@ -426,8 +436,9 @@ def report(result):
     failed = sum(r["failed"] + sum(r.get("warmup_failures", {}).values()) for r in rows)
     kinds = {}
     for r in rows:
-        for kind, n in {**r["failures"], **r.get("warmup_failures", {})}.items():
-            kinds[kind] = kinds.get(kind, 0) + n
+        for counts in (r["failures"], r.get("warmup_failures", {})):
+            for kind, n in counts.items():
+                kinds[kind] = kinds.get(kind, 0) + n
     lines.append(f"- Failed requests: {failed}" + (f" ({', '.join(f'{k}: {n}' for k, n in kinds.items())})"
                                                     if kinds else "") + ".")
     codes = sorted({str(r["exit_code"]) for r in rows})
@@ -483,6 +494,7 @@ def main():
         parser.error("--concurrency and --requests must be >= 1, --warmup >= 0, --max-seconds > 0")
     os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
 
+    source = checkout()  # before the run: the tree may change meanwhile
     bests = {m: ensure_trained(m) for m in models}
     texts = {m: read_texts(m) for m in models}
     own_pids = set()
@@ -504,7 +516,7 @@ def main():
 
     command = "python " + " ".join(["benchmarks/serve_load.py", *sys.argv[1:]])
     result = {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "machine": machine(), "threads": args.threads, "requests": args.requests,
+              "checkout": source, "machine": machine(), "threads": args.threads, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
               "batch_times": batch_times, "rows": rows}
