@@ -233,3 +233,25 @@ def test_requests_that_are_not_http_are_refused_by_the_http_layer_and_the_server
             reply = b""
     assert reply == b"" or reply.startswith((b"HTTP/1.1 400", b"HTTP/1.1 431")), reply[:80]
     good(server)
+
+
+def test_a_bug_of_ours_is_a_500_in_one_line_and_the_server_goes_on(served_runs, monkeypatch):
+    with live_server({"cls": os.path.join(served_runs["cls"], "best")}) as (base, app):
+        def broken(payloads):
+            raise RuntimeError("boom\nsecond line")
+
+        monkeypatch.setattr(app.state.models.loaded["cls"].batcher, "run_batch", broken)
+        status, _, answer = request(base, "POST", "/predict", {"inputs": ["x"]})
+        assert (status, answer) == (500, {"error": "internal error: RuntimeError: boom"})
+        monkeypatch.undo()
+        good(base)
+
+
+def test_the_listening_socket_is_tcp_so_answers_go_out_without_a_delayed_ack_stall():
+    from appzoo.serve.server import listen
+
+    sock = listen("127.0.0.1", 0)
+    try:  # asyncio sets TCP_NODELAY on the connections it accepts only for this protocol
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()

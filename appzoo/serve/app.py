@@ -239,12 +239,15 @@ async def _predict(model, inputs):
         check_inputs(inputs)
         prepared, notes = await run_in_threadpool(model.prepare, inputs)
         future = model.batcher.submit(prepared, len(prepared.examples))
+        return await asyncio.wrap_future(future), notes
     except UserError as e:
         raise Failure(422, str(e)) from None
     except QueueFull as e:
         raise Failure(503, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
             from None
-    return await asyncio.wrap_future(future), notes
+    except Exception as e:  # noqa: BLE001 - a bug of ours: a 500 here keeps the connection (the app-level
+        # handler's answer is followed by uvicorn closing it and logging a traceback)
+        raise Failure(500, f"internal error: {type(e).__name__}: {first_line(e)}") from None
 
 
 def _field(body, name, accepted):

@@ -16,11 +16,13 @@ from appzoo.errors import ConfigError
 def listen(host, port):
     """A bound, listening socket; ConfigError naming the address when it cannot be had."""
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        family, kind, protocol = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][:3]
     except socket.gaierror as e:
         raise ConfigError(f"serve.host: {host!r} is not an address this machine can listen on ({e.strerror})") \
             from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets of that protocol, and without it
+    # an answer's body waits ~40 ms behind its headers for the client's delayed ACK (benchmarks/serve_load.py)
+    sock = socket.socket(family, kind, protocol or socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart may reuse a port in TIME_WAIT
     try:
         sock.bind((host, port))
