@@ -1,6 +1,7 @@
 """The one tokenizer call and the one padding collator every task's reader uses."""
 import numpy as np
 
+from appzoo.data import fast_tokenizer
 from appzoo.progress import note, progress
 
 #: what a padded label position holds: the ``ignore_index`` every loss skips
@@ -16,16 +17,17 @@ def encode_texts(tokenizer, texts, texts_b=None, *, max_seq_len=None, split="", 
 
     With ``max_seq_len`` a sequence is cut to it, and a note says how many of
     the ``split``'s ``what`` (texts, pairs, ...) reached it; without, nothing
-    is cut. ``special_tokens=False`` gives a text's word pieces alone.
+    is cut. ``special_tokens=False`` gives a text's word pieces alone. The ids
+    are paddlenlp's, computed by its Rust twin where there is one
+    (:mod:`appzoo.data.fast_tokenizer`; ``APPZOO_TOKENIZER=python`` turns it off).
     """
     texts = list(texts)
     out = {"input_ids": [], "token_type_ids": []}
-    cut = dict(max_length=max_seq_len, truncation=True) if max_seq_len else {}
     for start in progress(range(0, len(texts), _CHUNK), desc=f"tokenize {split}".strip(), unit="k texts",
                           leave=False):
-        pair = {"text_pair": texts_b[start:start + _CHUNK]} if texts_b is not None else {}
-        encoded = tokenizer(texts[start:start + _CHUNK], **pair, **cut, add_special_tokens=special_tokens,
-                            return_overflowing_tokens=False)
+        encoded = fast_tokenizer.encode(tokenizer, texts[start:start + _CHUNK],
+                                        texts_b[start:start + _CHUNK] if texts_b is not None else None,
+                                        max_seq_len=max_seq_len, special_tokens=special_tokens)
         out["input_ids"].extend(encoded["input_ids"])
         out["token_type_ids"].extend(encoded["token_type_ids"])
     truncated = sum(len(ids) == max_seq_len for ids in out["input_ids"]) if max_seq_len else 0
