@@ -30,7 +30,7 @@ max_wait_ms + 2 x one full batch`` can be checked.
 The clients share the machine's cores with the server: the numbers are what
 one box serving itself gets, not what the server gets from remote clients.
 The CPU time other processes used during the run is reported with the table.
-Prints a markdown table and writes ``docs/serving_load.md`` (not with
+Prints a markdown table and writes it into ``docs/serving.md``, below its marker line (not with
 ``--quick``) and ``output/serve_bench/serve_load.json``.
 """
 import argparse
@@ -366,7 +366,7 @@ def machine():
     except OSError:
         pass
     versions = {}
-    for package in ("paddlepaddle", "paddlenlp", "fastapi", "uvicorn"):
+    for package in ("paddlepaddle", "paddlenlp", "fastapi", "uvicorn", "httptools", "uvloop", "tokenizers"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:
@@ -408,10 +408,24 @@ def ratios(rows, level):
     return out
 
 
+DOC_MARKER = "<!-- written by benchmarks/serve_load.py: everything below this line -->"
+
+
+def with_section(path, text):
+    """The file at ``path`` with everything after its :data:`DOC_MARKER` line replaced by ``text`` (the marker and
+    ``text`` appended when it has none; ``text`` alone for a new file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            kept = f.read().split(DOC_MARKER)[0].rstrip("\n")
+    except FileNotFoundError:
+        return text
+    return f"{kept}\n\n{DOC_MARKER}\n\n{text}"
+
+
 def report(result):
     rows, info, batch_times = result["rows"], result["machine"], result["batch_times"]
     top = max(result["concurrency"])
-    lines = ["## Load test", "",
+    lines = ["### The last run", "",
              f"Measured {result['date']} with `{result['command']}` "
              f"({result['requests']} requests a level, at most {result['max_seconds']} s a level, "
              f"{result['warmup']} warm-up requests a server) at commit {result['checkout']}.", "",
@@ -470,8 +484,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=64, help="unmeasured requests a server first (default 64)")
     parser.add_argument("--quick", action="store_true",
                         help="a check of this script: 40 requests a level, 16 warm-up, 30 s cap; no docs written")
-    parser.add_argument("--out", help="the markdown fragment to write (default docs/serving_load.md; none "
-                                      "with --quick)")
+    parser.add_argument("--out", help="the markdown file whose load section to write (default docs/serving.md: "
+                                      "everything after its marker line; none with --quick)")
     parser.add_argument("--threads", type=int, default=available_cores(),
                         help=f"engine threads of every server (default: every usable core, {available_cores()})")
     parser.add_argument("--time-batches", metavar="MODEL", help=argparse.SUPPRESS)  # the child of measure_batches
@@ -481,7 +495,7 @@ def main():
         return
     if args.quick:
         args.requests, args.warmup, args.max_seconds = 40, 16, 30
-    out = args.out if args.out is not None else (None if args.quick else os.path.join("docs", "serving_load.md"))
+    out = args.out if args.out is not None else (None if args.quick else os.path.join("docs", "serving.md"))
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in MODELS]
     if unknown or not models:
@@ -524,7 +538,7 @@ def main():
     print("\n" + text)
     write_json(os.path.join(WORK, "serve_load.json"), result)
     if out:
-        write_text(out, text)
+        write_text(out, with_section(out, text))
         print(f"written to {out}")
     failed = sum(r["failed"] + sum(r.get("warmup_failures", {}).values()) for r in rows)
     return 1 if failed or any(r["exit_code"] != 0 for r in rows) else 0
