@@ -220,10 +220,13 @@ def test_a_burst_past_max_queue_gets_503_with_retry_after_and_the_rest_are_answe
         good(base)
 
 
-@pytest.mark.parametrize("raw", [b"GARBAGE\r\n\r\n", b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
-                                 b"GET / HTTP/1.1\r\n" + b"X-Long: " + b"a" * 100_000 + b"\r\n\r\n"],
-                         ids=["not HTTP", "a bad Content-Length", "a 100 kB header"])
-def test_requests_that_are_not_http_are_refused_by_the_http_layer_and_the_server_stays_up(server, raw):
+@pytest.mark.parametrize("raw, answers", [
+    (b"GARBAGE\r\n\r\n", (b"HTTP/1.1 400",)),
+    (b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", (b"HTTP/1.1 400",)),
+    # h11 refuses a header this long; httptools (used when installed) takes it: either is fine
+    (b"GET / HTTP/1.1\r\n" + b"X-Long: " + b"a" * 100_000 + b"\r\n\r\n", (b"HTTP/1.1 4", b"HTTP/1.1 200"))],
+    ids=["not HTTP", "a bad Content-Length", "a 100 kB header"])
+def test_requests_that_are_not_http_are_refused_by_the_http_layer_and_the_server_stays_up(server, raw, answers):
     host, port = server.split("//")[1].split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         try:
@@ -231,7 +234,7 @@ def test_requests_that_are_not_http_are_refused_by_the_http_layer_and_the_server
             reply = sock.recv(4096)
         except OSError:  # closed without an answer
             reply = b""
-    assert reply == b"" or reply.startswith((b"HTTP/1.1 400", b"HTTP/1.1 431")), reply[:80]
+    assert reply == b"" or reply.startswith(answers), reply[:80]
     good(server)
 
 
