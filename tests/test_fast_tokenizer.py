@@ -22,7 +22,7 @@ from tasks.sequence_labeling.windows import token_pieces
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 FETCHED = os.path.join(ROOT, "data", "benchmarks")  # where benchmarks/get_data.py writes
-SAMPLE = 1000  # lines (sentences for NER) of each shared set, evenly spaced
+SAMPLE = 400  # lines (sentences for NER) of each shared set, evenly spaced
 
 
 # ---- the tokenizers ------------------------------------------------------------------
