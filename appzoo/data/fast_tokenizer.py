@@ -202,7 +202,7 @@ def build(tokenizer):
         split = classes["punctuation_or_chinese"]
     fast.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
                                                   pre_tokenizers.Split(tokenizers.Regex(split), "isolated")])
-    cls, sep = tokenizer.cls_token, tokenizer.sep_token
+    cls, sep = tokenizer.cls_token, tokenizer.sep_token  # the twin alone gives paddlenlp's ids and offsets
     fast.post_processor = processors.TemplateProcessing(
         single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
         special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
@@ -267,30 +267,22 @@ def _regex_class(flags):
 
 
 def _fast_encode(fast, tokenizer, texts, texts_b, max_seq_len, special_tokens):
-    """paddlenlp's ids by the twin: a single text takes its special tokens from
-    the twin's template and is cut as paddlenlp cuts it (its last pieces go,
-    ``[SEP]`` stays); a pair is put together here from the word pieces of
-    each text, with paddlenlp's truncation and type ids."""
-    if texts_b is None:
-        ids = [e.ids for e in fast.encode_batch_fast(list(texts), add_special_tokens=special_tokens)]
-        added = 2 if special_tokens else 0
-        if max_seq_len and max_seq_len > added:  # paddlenlp leaves a text whole that cutting would empty
-            keep, tail = (max_seq_len - 1, [tokenizer.sep_token_id]) if special_tokens else (max_seq_len, [])
-            ids = [x if len(x) <= max_seq_len else x[:keep] + tail for x in ids]
-        return {"input_ids": ids, "token_type_ids": [[0] * len(x) for x in ids]}
+    """paddlenlp's ids by the twin: the word pieces of each text, cut by
+    :func:`truncate` as paddlenlp cuts them, then put together with its
+    special tokens and type ids (``[CLS] a [SEP]``, ``[CLS] a [SEP] b [SEP]``)."""
     first = [e.ids for e in fast.encode_batch_fast(list(texts), add_special_tokens=False)]
-    second = [e.ids for e in fast.encode_batch_fast(list(texts_b), add_special_tokens=False)]
-    cls, sep = [tokenizer.cls_token_id], [tokenizer.sep_token_id]
+    second = ([e.ids for e in fast.encode_batch_fast(list(texts_b), add_special_tokens=False)]
+              if texts_b is not None else [None] * len(first))
+    cls, sep = ([tokenizer.cls_token_id], [tokenizer.sep_token_id]) if special_tokens else ([], [])
     out = {"input_ids": [], "token_type_ids": []}
     for a, b in zip(first, second):
         if max_seq_len:
-            a, b = truncate(a, b, len(a) + len(b) + (3 if special_tokens else 0) - max_seq_len)
-        if special_tokens:
-            out["input_ids"].append(cls + a + sep + b + sep)
-            out["token_type_ids"].append([0] * (len(a) + 2) + [1] * (len(b) + 1))
-        else:
-            out["input_ids"].append(a + b)
-            out["token_type_ids"].append([0] * (len(a) + len(b)))
+            added = (2 if b is None else 3) if special_tokens else 0
+            a, b = truncate(a, b, len(a) + len(b or ()) + added - max_seq_len)
+        head = cls + a + sep
+        tail = b + sep if b is not None else []
+        out["input_ids"].append(head + tail)
+        out["token_type_ids"].append([0] * len(head) + [1 if special_tokens else 0] * len(tail))
     return out
 
 
