@@ -111,8 +111,7 @@ def _trainer(config, do):
     if serve:  # a run that serves later is told now about a bad serve key
         from appzoo.serve.config import ServeConfig
 
-        check_kwargs(ServeConfig, serve, "serve", label="serve")
-        ServeConfig(**serve)
+        ServeConfig.from_section(serve)
     if trainer.visualdl:
         VisualDLLogger.check_installed()
     if trainer.amp != "off":

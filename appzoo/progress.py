@@ -14,7 +14,7 @@ _THREAD = threading.local()  # quiet(): this thread only (a server's request thr
 
 def progress(*args, **kwargs):
     """``tqdm(...)``, disabled when the run turned progress bars off."""
-    if not ENABLED or getattr(_THREAD, "quiet", False):
+    if not ENABLED or _quiet():
         kwargs["disable"] = True
     return tqdm(*args, **kwargs)
 
@@ -23,7 +23,7 @@ def progress(*args, **kwargs):
 def quiet():
     """Within the block, this thread shows no bar and prints no note (a
     server's requests: what a note says goes into the answer instead)."""
-    before = getattr(_THREAD, "quiet", False)
+    before = _quiet()
     _THREAD.quiet = True
     try:
         yield
@@ -45,5 +45,9 @@ def bars(enabled):
 
 def note(message):
     """A line printed without breaking an open progress bar (none within :func:`quiet`)."""
-    if not getattr(_THREAD, "quiet", False):
+    if not _quiet():
         tqdm.write(message)
+
+
+def _quiet():
+    return getattr(_THREAD, "quiet", False)

@@ -19,6 +19,7 @@ from appzoo.errors import UserError
 
 
 def parse_args(argv):
+    from appzoo.config import key_of
     from appzoo.serve.config import ServeConfig
 
     parser = argparse.ArgumentParser(prog="python -m appzoo.serve", description=__doc__,
@@ -26,7 +27,7 @@ def parse_args(argv):
     parser.add_argument("models", nargs="+", metavar="[NAME=]PATH", help="a run's best/ folder")
     hints = typing.get_type_hints(ServeConfig, include_extras=True)
     for field in dataclasses.fields(ServeConfig):
-        key = hints[field.name].__metadata__[0]
+        key = key_of(hints[field.name])
         kind = typing.get_args(typing.get_args(hints[field.name])[0]) or (typing.get_args(hints[field.name])[0],)
         kind = next((k for k in kind if k in (int, float, str)), str)
         parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind, default=None,
@@ -50,12 +51,10 @@ def main(argv=None):
 def run(model_specs, settings, key_path="models"):
     """Check everything, set the CPU up, then serve until stopped; the exit code.
     A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served."""
-    from appzoo.config import check_kwargs
     from appzoo.env import configure_cpu, import_paddle_quietly
     from appzoo.serve.config import ServeConfig
 
-    check_kwargs(ServeConfig, settings, "serve", label="serve")
-    config = ServeConfig(**settings)
+    config = ServeConfig.from_section(settings)
     threads = config.engine_threads(len(model_specs))
     configure_cpu(threads)  # before paddle loads: the dygraph engine's threads (no effect once loaded)
     import_paddle_quietly()

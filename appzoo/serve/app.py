@@ -66,12 +66,16 @@ class Models:
         self.ready.set()
 
     def get(self, name):
-        if name not in self.specs:
-            raise Failure(404, f"no model named {name!r} (models: {', '.join(self.specs)})")
+        self.check_name(name)
         if not self.ready.is_set():
             raise Failure(503, f"model {name!r} is loading; retry once /v2/health/ready answers 200",
                           {"Retry-After": RETRY_AFTER})
         return self.loaded[name]
+
+    def check_name(self, name):
+        """Failure 404 for a name no model of this server has."""
+        if name not in self.specs:
+            raise Failure(404, f"no model named {name!r} (models: {', '.join(self.specs)})")
 
     def stop(self, timeout):
         for model in self.loaded.values():
@@ -145,8 +149,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
 
     @app.get("/v2/models/{name}/ready")
     def model_ready(name: str):
-        if name not in models.specs:
-            raise Failure(404, f"no model named {name!r} (models: {', '.join(models.specs)})")
+        models.check_name(name)
         return _readiness(name in models.loaded, models.error, name=name)
 
     @app.post("/v2/models/{name}/infer")
@@ -204,9 +207,9 @@ def _error(status, message, headers=None):
 
 
 def _readiness(is_ready, error, name=None):
+    body = {"ready": is_ready} if name is None else {"name": name, "ready": is_ready}
     if is_ready:
-        return {"ready": True} if name is None else {"name": name, "ready": True}
-    body = {"ready": False} if name is None else {"name": name, "ready": False}
+        return body
     if error:
         body["error"] = error
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})

@@ -2,7 +2,7 @@
 import dataclasses
 from typing import Annotated, Literal, Optional
 
-from appzoo.config import Key, check_fields
+from appzoo.config import Key, check_fields, check_kwargs
 from appzoo.engines import ENGINES, check_engine
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
@@ -44,6 +44,13 @@ class ServeConfig:
 
     def __post_init__(self):
         check_fields(self, "serve")
+
+    @classmethod
+    def from_section(cls, section):
+        """The ``serve`` section of a param file (or the options of ``python -m appzoo.serve``) checked:
+        unknown keys, types and ranges, each a ConfigError naming ``serve.KEY``."""
+        check_kwargs(cls, section, "serve", label="serve")
+        return cls(**section)
 
     def engine_threads(self, models, cores=None):
         """Threads of each of ``models`` engines: ``threads``, or the cores shared out; ConfigError when

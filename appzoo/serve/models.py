@@ -47,9 +47,8 @@ class ServedModel:
         self.name, self.best, self.config = name, best, config
         self.predictor = Predictor(best, engine=config.engine, batch_size=config.max_batch_size,
                                    num_threads=threads)
-        reader_type = self.predictor.bundle.config["dataset_reader"]["type"]
-        self.task = reader_type
-        self.input_kind = INPUT_KINDS.get(reader_type, "text")
+        self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
+        self.input_kind = INPUT_KINDS.get(self.task, "text")
         self.predictor.predict([_WARM_UP[self.input_kind]])  # the first batch pays the graph's set-up
         self.load_seconds = time.monotonic() - started
         self.batcher = MicroBatcher(self.predictor.predict_prepared, max_batch_size=config.max_batch_size,
