@@ -16,12 +16,25 @@ def available_cores():
         return os.cpu_count() or 1
 
 
-def _is_amd():
+def _cpuinfo_head():
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            return "AuthenticAMD" in f.read(4096)
-    except OSError:
-        return False
+            return f.read(8192)  # the first processor's block: vendor, model name, flags
+    except OSError:  # not on Linux
+        return ""
+
+
+def _is_amd():
+    return "AuthenticAMD" in _cpuinfo_head()
+
+
+def cpu_flags():
+    """The instruction-set flags the CPU reports (``avx512_bf16``, ``amx_int8``, ...); empty where
+    /proc/cpuinfo cannot be read. Precisions and kernels are chosen by these, never by the vendor."""
+    for line in _cpuinfo_head().splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
 
 
 def configure_cpu(num_threads=None):
