@@ -5,6 +5,18 @@ paddle tensors) and returns the model's output dict. The graph engines run
 the static graph that :mod:`appzoo.export` wrote; their outputs come back
 under the keys of the model's own output dict, so the model's ``decode``
 (softmax, sigmoid, the CRF's Viterbi) runs the same on every engine.
+
+Precisions (:data:`PRECISIONS`), each where it runs, and refused in one line
+naming why and what to use instead where it does not (never a silent fp32):
+
+* ``fp32``: every engine.
+* ``bf16``: Paddle Inference's oneDNN bf16 kernels, on a CPU that reports
+  ``avx512_bf16`` or ``amx_bf16``.
+* ``int8``: ONNX Runtime, on the graph quantized by
+  ``onnxruntime.quantization``: ``dynamic`` (int8 weights, activations
+  scaled per batch) or ``static`` (activation ranges calibrated on examples),
+  cached next to the export (:func:`appzoo.export.onnx_int8`). Paddle 3.3.1
+  has no int8 path for its PIR exports (docs/deployment.md, "Precision").
 """
 import importlib.util
 import inspect
@@ -15,6 +27,9 @@ import numpy as np
 from appzoo.errors import ConfigError, UserError, first_line
 
 ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
+PRECISIONS = ("fp32", "bf16", "int8")
+QUANTIZATIONS = ("dynamic", "static")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
 
 
 def check_engine(engine, key_path="trainer.inference_engine"):
@@ -28,18 +43,52 @@ def check_engine(engine, key_path="trainer.inference_engine"):
         for package in ("onnxruntime", "paddle2onnx"):
             if importlib.util.find_spec(package) is None:
                 raise ConfigError(f"{key_path}: 'onnxruntime' needs the {package} package, which is not "
-                                  f"installed (pip install {package}; it is optional, not in requirements.txt)")
+                                  f"installed (pip install {package})")
 
 
-def create(engine, model, inference_dir=None, num_threads=None, mkldnn=True):
+def check_precision(engine, precision, key_path="trainer.inference_precision", flags=None):
+    """ConfigError, in one line naming why and what to use instead, for a precision
+    the engine does not run here (see the module docstring); ``flags``: the CPU's
+    (:func:`appzoo.env.cpu_flags` when None)."""
+    if precision not in PRECISIONS:
+        from appzoo.registry import did_you_mean
+
+        raise ConfigError(f"{key_path}: {precision!r} is not a precision{did_you_mean(precision, PRECISIONS)} "
+                          f"(accepted: {', '.join(PRECISIONS)})")
+    if precision == "fp32":
+        return
+    instead = "or engine 'onnxruntime' with precision 'int8'"
+    if engine == "dygraph":
+        raise ConfigError(f"{key_path}: {precision!r} needs a graph engine (the Paddle model runs in fp32); use "
+                          f"engine 'onnxruntime' with precision 'int8', or 'paddle_inference' with 'bf16'")
+    if engine == "onnxruntime" and precision == "bf16":
+        raise ConfigError(f"{key_path}: 'bf16' is not available on onnxruntime (its CPU provider has no bf16 "
+                          f"kernels for these graphs); use precision 'int8', or engine 'paddle_inference' with 'bf16'")
+    if engine == "paddle_inference" and precision == "int8":
+        raise ConfigError(f"{key_path}: 'int8' is not available on paddle_inference (Paddle 3.3.1 quantizes only "
+                          f"old-IR programs, and its exports are PIR graphs); use engine 'onnxruntime' with "
+                          f"precision 'int8'")
+    if precision == "bf16":
+        from appzoo.env import cpu_flags
+
+        if not set(BF16_FLAGS) & (cpu_flags() if flags is None else flags):
+            raise ConfigError(f"{key_path}: 'bf16' needs a CPU with {' or '.join(BF16_FLAGS)}, and this one "
+                              f"reports neither; use precision 'fp32', {instead}")
+
+
+def create(engine, model, inference_dir=None, num_threads=None, mkldnn=True, precision="fp32", calibration=None):
     """The engine named ``engine`` (one of :data:`ENGINES`) over ``model`` and, for a
-    graph engine, the graph exported into ``inference_dir``."""
+    graph engine, the graph exported into ``inference_dir``, in ``precision``
+    (checked by :func:`check_precision`). ``calibration``: for int8, None for
+    dynamic quantization, or ``(name, batches)`` for static: a name for its
+    cache and a function returning collated batches to calibrate on."""
+    check_precision(engine, precision, "precision")
     model.eval()
     if engine == "dygraph":
         return _Dygraph(model)
     if engine == "paddle_inference":
-        return _PaddleInference(model, inference_dir, _threads(num_threads), mkldnn)
-    return _OnnxRuntime(model, inference_dir, _threads(num_threads))
+        return _PaddleInference(model, inference_dir, _threads(num_threads), mkldnn, precision)
+    return _OnnxRuntime(model, inference_dir, _threads(num_threads), precision, calibration)
 
 
 def _threads(num_threads):
@@ -83,7 +132,7 @@ class _Static:
 
 
 class _PaddleInference(_Static):
-    def __init__(self, model, folder, num_threads, mkldnn=True):
+    def __init__(self, model, folder, num_threads, mkldnn=True, precision="fp32"):
         import paddle.inference as pi
 
         from appzoo.export import graph_files
@@ -92,12 +141,18 @@ class _PaddleInference(_Static):
         config = pi.Config(graph, params)
         config.disable_gpu()
         config.set_cpu_math_library_num_threads(num_threads)
-        if mkldnn:  # oneDNN kernels on CPU: measured in docs/deployment.md
+        if mkldnn or precision == "bf16":  # oneDNN kernels on CPU: measured in docs/deployment.md
             config.enable_mkldnn()
+        if precision == "bf16":
+            config.enable_mkldnn_bfloat16()
         config.disable_glog_info()
         try:
             self.predictor = pi.create_predictor(config)
         except Exception as e:  # paddle raises ValueError, RuntimeError, ... for an unreadable graph
+            if precision == "bf16":  # the same graph loads in fp32: it is the bf16 passes that refuse it
+                raise UserError(f"{graph}: Paddle Inference 3.3.1 cannot run this graph in bf16 ({type(e).__name__}: "
+                                f"{first_line(e)}); use precision 'fp32', or engine 'onnxruntime' with precision "
+                                f"'int8'") from None
             raise UserError(f"{params}: Paddle Inference cannot load the exported graph ({type(e).__name__}: {first_line(e)}); "
                             f"the file is truncated or corrupt: export it again with --do export") from None
         super().__init__(model, self.predictor.get_input_names())
@@ -110,16 +165,17 @@ class _PaddleInference(_Static):
 
 
 class _OnnxRuntime(_Static):
-    def __init__(self, model, folder, num_threads):
+    def __init__(self, model, folder, num_threads, precision="fp32", calibration=None):
         import onnxruntime as ort
+
+        from appzoo.export import onnx_int8, onnx_model
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # paddle2onnx leaves unused initializers that ORT warns about
-        from appzoo.export import onnx_model
-
-        self.session = ort.InferenceSession(onnx_model(folder), options, providers=["CPUExecutionProvider"])
+        path = onnx_int8(folder, calibration) if precision == "int8" else onnx_model(folder)
+        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         super().__init__(model, [i.name for i in self.session.get_inputs()])
 
     def run(self, arrays):

@@ -15,13 +15,19 @@ decoding as ``--do predict``. Engines (:mod:`appzoo.engines`):
   first when missing or older than ``best/``), on Paddle Inference with
   oneDNN on CPU.
 * ``onnxruntime``: that graph converted by paddle2onnx to
-  ``inference/model.onnx``, on ONNX Runtime (an optional package).
+  ``inference/model.onnx``, on ONNX Runtime.
+
+``precision`` (:data:`appzoo.engines.PRECISIONS`): ``fp32``; ``bf16`` on
+Paddle Inference where the CPU has bf16 instructions; ``int8`` on ONNX
+Runtime, ``quantization`` ``dynamic`` or ``static`` (calibrated on
+``calibration_examples`` examples of the model's dev set). Measured speed and
+agreement with fp32: docs/deployment.md.
 """
 import dataclasses
 import os
 
 from appzoo import bundle, engines, prediction
-from appzoo.errors import DataError
+from appzoo.errors import ConfigError, DataError
 from appzoo.export import export, export_is_current
 from appzoo.progress import bars
 
@@ -47,29 +53,44 @@ class Predictor:
     match score, the label it gives at the saved threshold
     (:attr:`reader_state`) and, for pointwise models, the probabilities.
     ``progress_bar``: show the tokenising bars of ``predict`` (off: a call
-    from a service prints nothing).
+    from a service prints nothing). ``precision``, ``quantization``,
+    ``calibration_examples``: see the module docstring.
     """
 
     def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
-                 mkldnn=True, progress_bar=False):
+                 mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
+                 calibration_examples=256):
         engines.check_engine(engine, "engine")
+        engines.check_precision(engine, precision, "precision")
         trained = bundle.load(best, "Predictor")
         if inference_dir is None:
             inference_dir = os.path.join(os.path.dirname(os.path.abspath(best)), "inference")
         if engine != "dygraph" and not export_is_current(inference_dir, best):
             export(trained.model, inference_dir)
-        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar)
+        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
+                     precision, quantization, calibration_examples)
 
     @classmethod
-    def from_bundle(cls, trained, *, engine, inference_dir, batch_size=64, num_threads=None, mkldnn=True):
+    def from_bundle(cls, trained, *, engine, inference_dir, batch_size=64, num_threads=None, mkldnn=True,
+                    precision="fp32", quantization="dynamic", calibration_examples=256):
         """A Predictor over the :class:`~appzoo.bundle.Bundle` a run already holds (the runner's eval and predict)."""
         self = cls.__new__(cls)
-        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar=True)
+        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, True,
+                     precision, quantization, calibration_examples)
         return self  # progress bars as the run says (trainer.progress_bar)
 
-    def _set_up(self, trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar):
+    def _set_up(self, trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
+                precision, quantization, calibration_examples):
         self.bundle, self.engine_name, self.batch_size, self.progress_bar = trained, engine, batch_size, progress_bar
-        self.engine = engines.create(engine, trained.model, inference_dir, num_threads, mkldnn)
+        self.precision = precision
+        if quantization not in engines.QUANTIZATIONS:
+            raise ConfigError(f"quantization: {quantization!r} is not a quantization (accepted: "
+                              f"{', '.join(engines.QUANTIZATIONS)})")
+        calibration = None
+        if precision == "int8" and quantization == "static":
+            calibration = (f"dev{calibration_examples}", lambda: self._calibration_batches(calibration_examples))
+        self.engine = engines.create(engine, trained.model, inference_dir, num_threads, mkldnn, precision,
+                                     calibration)
         self.reader_state = trained.reader.state()
 
     model = property(lambda self: self.bundle.model)
@@ -112,6 +133,22 @@ class Predictor:
             return []
         return [i for i, f in enumerate(features)
                 if any(k.endswith("input_ids") and len(v) >= self.max_seq_len for k, v in f.items())]
+
+    def _calibration_batches(self, n):
+        """Collated batches of ``n`` examples spread evenly over the model's dev set (the
+        file ``dataset_reader.dev`` of its config names), for static int8 calibration."""
+        path = self.bundle.config.get("dataset_reader", {}).get("dev")
+        if not path or not os.path.isfile(path):
+            raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its dataset_reader.dev "
+                            f"({path!r}) is not a file here; run from the folder the model was trained in, or use "
+                            f"quantization 'dynamic'")
+        examples = self.reader.read(path, "calibration")
+        examples = examples[::max(1, len(examples) // n)][:n]
+        with bars(False):
+            features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "calibration")
+        pad_id = self.tokenizer.pad_token_id
+        for start in range(0, len(features), self.batch_size):
+            yield self.reader.collate(features[start:start + self.batch_size], pad_id)
 
     # ---- examples and features (the runner's eval and predict) -----------
     def predict_features(self, examples, features):

@@ -285,7 +285,9 @@ def _predictor_for(plan, trained, trainer, folder):
     if os.path.realpath(source) != os.path.realpath(folder.best) or not export_is_current(target, source):
         _export(trained, folder)
     return Predictor.from_bundle(trained, engine=cfg.inference_engine, inference_dir=target,
-                                 batch_size=cfg.eval_batch_size, num_threads=cfg.num_threads)
+                                 batch_size=cfg.eval_batch_size, num_threads=cfg.num_threads,
+                                 precision=cfg.inference_precision, quantization=cfg.inference_quantization,
+                                 calibration_examples=cfg.calibration_examples)
 
 
 def _export(trained, folder):

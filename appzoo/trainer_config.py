@@ -4,7 +4,7 @@ from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.config import Key, check_fields
 from appzoo.data.sampler import SAMPLERS
-from appzoo.engines import ENGINES, check_engine
+from appzoo.engines import ENGINES, PRECISIONS, QUANTIZATIONS, check_engine, check_precision
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
@@ -92,8 +92,14 @@ class TrainerConfig:
         "where to train: auto picks the GPU when paddle is a CUDA build")] = "auto"
     inference_engine: Annotated[Literal[ENGINES], Key(
         "what eval and predict run on: the Paddle model, or the graph exported into output_dir/inference/ "
-        "on Paddle Inference (oneDNN on CPU) or on ONNX Runtime (optional: pip install onnxruntime)",
-        check=_engine_installed)] = "dygraph"
+        "on Paddle Inference (oneDNN on CPU) or on ONNX Runtime", check=_engine_installed)] = "dygraph"
+    inference_precision: Annotated[Literal[PRECISIONS], Key(
+        "the numbers the inference engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 "
+        "or amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")] = "fp32"
+    inference_quantization: Annotated[Literal[QUANTIZATIONS], Key(
+        "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
+        "calibrated on calibration_examples dev examples; cached in output_dir/inference/)")] = "dynamic"
+    calibration_examples: Annotated[int, Key("dev examples static int8 calibrates on", ge=1)] = 256
 
     def __post_init__(self):
         check_fields(self, "trainer")  # also when built from Python, not only from a param file
@@ -110,6 +116,7 @@ class TrainerConfig:
 
     def check_keys_together(self):
         """What no single key's annotation can say."""
+        check_precision(self.inference_engine, self.inference_precision, "trainer.inference_precision")
         if self.group_by_length is not None and self.sampler is not None \
                 and self.group_by_length != (self.sampler == "by_length"):
             raise ConfigError(f"trainer.group_by_length: {str(self.group_by_length).lower()} contradicts "

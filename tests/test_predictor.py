@@ -5,9 +5,8 @@ predicts the run's predict file, from raw inputs through ``Predictor`` and
 through ``--do predict --set trainer.inference_engine=...``. Labels, tags and
 entity spans must be identical, probabilities and scores within 1e-4.
 
-The onnxruntime cases skip where onnxruntime is not installed: it is an
-optional package, not in requirements.txt, so a CI that installs only that
-file skips them (``pip install onnxruntime`` runs them).
+The onnxruntime cases skip, saying so, where onnxruntime is not installed
+(requirements.txt installs it).
 """
 import importlib.util
 import json
@@ -37,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_ORT = importlib.util.find_spec("onnxruntime") is not None
 ENGINES = ["dygraph", "paddle_inference",
            pytest.param("onnxruntime", marks=pytest.mark.skipif(
-               not HAVE_ORT, reason="onnxruntime is optional and not installed (pip install onnxruntime)"))]
+               not HAVE_ORT, reason="onnxruntime is not installed (pip install -r requirements.txt)"))]
 
 
 def read_jsonl(path):
@@ -157,7 +156,7 @@ def test_bad_inputs_and_engines_are_one_line_errors(runs, monkeypatch):
     assert Predictor(best).predict([]) == []
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
-    with pytest.raises(ConfigError, match=r"^trainer\.inference_engine: .* not installed \(pip install onnxruntime;"):
+    with pytest.raises(ConfigError, match=r"^trainer\.inference_engine: .* not installed \(pip install onnxruntime\)$"):
         TrainerConfig(inference_engine="onnxruntime")
 
 

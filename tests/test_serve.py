@@ -193,8 +193,7 @@ def test_startup_errors_are_one_line_and_exit_2(served_runs, tmp_path, capsys, m
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
     assert serve_main(best, "--engine", "onnxruntime", "--threads", "1") == 2
     assert capsys.readouterr().err == ("error: serve.engine: 'onnxruntime' needs the onnxruntime package, which is "
-                                       "not installed (pip install onnxruntime; it is optional, not in "
-                                       "requirements.txt)\n")
+                                       "not installed (pip install onnxruntime)\n")
 
 
 def test_do_serve_alone_and_a_bad_serve_key_in_the_param_file(served_runs, capsys):

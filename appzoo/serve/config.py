@@ -3,7 +3,7 @@ import dataclasses
 from typing import Annotated, Literal, Optional
 
 from appzoo.config import Key, check_fields, check_kwargs
-from appzoo.engines import ENGINES, check_engine
+from appzoo.engines import ENGINES, PRECISIONS, QUANTIZATIONS, check_engine, check_precision
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 
@@ -22,6 +22,13 @@ class ServeConfig:
     engine: Annotated[Literal[ENGINES], Key(
         "what the models run on: the Paddle model, or the graph exported into <run>/inference/ on Paddle "
         "Inference (oneDNN on CPU) or ONNX Runtime", check=_engine_installed)] = "paddle_inference"
+    precision: Annotated[Literal[PRECISIONS], Key(
+        "the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or "
+        "amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")] = "fp32"
+    quantization: Annotated[Literal[QUANTIZATIONS], Key(
+        "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
+        "calibrated on calibration_examples dev examples; cached next to the export)")] = "dynamic"
+    calibration_examples: Annotated[int, Key("dev examples static int8 calibrates on", ge=1)] = 256
     max_batch_size: Annotated[int, Key(
         "inputs a model runs together at most: a batch runs when this many wait, or when the oldest request "
         "has waited max_wait_ms (1: no batching across requests)", ge=1)] = 32
@@ -44,6 +51,7 @@ class ServeConfig:
 
     def __post_init__(self):
         check_fields(self, "serve")
+        check_precision(self.engine, self.precision, "serve.precision")
 
     @classmethod
     def from_section(cls, section):

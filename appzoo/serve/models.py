@@ -46,7 +46,8 @@ class ServedModel:
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
         self.predictor = Predictor(best, engine=config.engine, batch_size=config.max_batch_size,
-                                   num_threads=threads)
+                                   num_threads=threads, precision=config.precision,
+                                   quantization=config.quantization, calibration_examples=config.calibration_examples)
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
         self.input_kind = INPUT_KINDS.get(self.task, "text")
         self.predictor.predict([_WARM_UP[self.input_kind]])  # the first batch pays the graph's set-up
@@ -65,6 +66,7 @@ class ServedModel:
         reader = self.predictor.reader
         out = {"name": self.name, "task": self.task, "input": self.input_kind, "labels": self.predictor.labels,
                "multi_label": self.multi_label, "engine": self.config.engine,
+               "precision": self.config.precision,
                "max_seq_len": self.predictor.max_seq_len, "best": self.best}
         if self.input_kind == "pair":
             out["threshold"] = reader.decision_threshold
