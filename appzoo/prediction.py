@@ -96,3 +96,23 @@ def evaluate(engine, bundle, examples, features, *, fit=False, with_predictions=
     metrics = bundle.reader.evaluate(examples, predictions, bundle.labels)
     metrics = metrics if loss is None else {"loss": loss, **metrics}
     return (metrics, predictions) if with_predictions else metrics
+
+
+def label_units(rows):
+    """The labels of prediction rows (``predictions.jsonl``'s), one per unit: a label
+    (classification, matching), a tag (sequence labeling), or, multi-label, each
+    label's yes or no (``label in row["labels"]``, for every label in ``row["probs"]``)."""
+    if rows and "tags" in rows[0]:
+        return [tag for row in rows for tag in row["tags"]]
+    if rows and "labels" in rows[0]:
+        return [(name, name in row["labels"]) for row in rows for name in row["probs"]]
+    return [row["label"] for row in rows]
+
+
+def agreement(rows, reference):
+    """The share of :func:`label_units` two predictions of the same inputs agree on
+    (another engine or precision against fp32, say)."""
+    a, b = label_units(rows), label_units(reference)
+    if len(a) != len(b):
+        raise ValueError(f"predictions of different inputs: {len(a)} and {len(b)} labels")
+    return sum(x == y for x, y in zip(a, b)) / max(1, len(b))

@@ -100,8 +100,8 @@ def crash_after_step(monkeypatch, step):
 
 @pytest.fixture(scope="session")
 def served_runs(tmp_path_factory):
-    """``{task: run folder}`` of a 2-step run of every task the server answers (tests/serving.py), shared by
-    the serving tests."""
+    """``{task: run folder}`` of a short run of every task the server answers (tests/serving.py), shared by
+    the serving, predictor, precision and example tests."""
     from serving import train
 
     return train(tmp_path_factory.mktemp("served"))

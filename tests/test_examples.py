@@ -9,7 +9,7 @@ import pytest
 import run_trainer
 from appzoo.param_file import load_param_file
 from appzoo.plan import validate
-from serving import TASKS
+from serving import STEPS, TASKS
 
 EXAMPLES = sorted(p for ext in ("json", "yaml", "yml") for p in glob.glob(f"examples/*.{ext}"))
 
@@ -31,8 +31,9 @@ def test_example_validates_and_runs_two_steps(path, tmp_path, request):
     out = tmp_path / "out"
     config["trainer"]["output_dir"] = str(out)
     validate(config, path)
-    if path in SERVED:  # the same two steps, with a smaller batch, trained with train, eval and predict
-        out = request.getfixturevalue("served_runs")[SERVED[path]]
+    steps = 2
+    if path in SERVED:  # its run is the longer one the serving tests share (train, eval and predict)
+        out, steps = request.getfixturevalue("served_runs")[SERVED[path]], STEPS
     else:
         code = run_trainer.main(["--param_path", path, "--do", "train,eval", "--set", f"trainer.output_dir={out}",
                                  "--set", "trainer.max_steps=2", "--set", "trainer.eval_steps=0",
@@ -40,5 +41,5 @@ def test_example_validates_and_runs_two_steps(path, tmp_path, request):
         assert code == 0
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)
-    assert metrics["train"]["steps"] == 2
+    assert metrics["train"]["steps"] == steps
     assert any(split in metrics for split in ("dev", "test"))

@@ -1,14 +1,16 @@
 """Low precisions label as fp32 does: int8 on onnxruntime (dynamic, and static calibrated on the dev set)
 and bf16 on paddle_inference (where the CPU has bf16 instructions), on the sample test sets.
 
-Each task's example is trained 30 steps at a high learning rate: enough to label its test set well above
-chance with varied labels (checked), so agreement is not that of a model that answers one label. Pointwise
-matching is left out: from scratch on the sample pairs it needs hundreds of steps to rank at all (dev AUC
-0.50 after 60), and an untrained model's scores sit within 0.002 of its threshold, where any rounding flips a
-label; its fully trained example is measured in benchmarks/predict_engines.py. Units:
-a label (classification, matching), a label set (multi-label), a tag (sequence labeling). The exact
-agreement of each case is printed in the test summary (``-rA``) and must be >= 98%. Where a precision is
-refused, the refusal is one line that names why and what to use instead (no silent fp32).
+The models are the short runs the serving tests share (tests/serving.py: 30 steps at a high learning
+rate); each labels its test set with varied labels (checked), so agreement is not that of a model that
+answers one label. Pointwise matching is left out: from scratch on the sample pairs it needs hundreds of
+steps to rank at all (dev AUC 0.50 after 60), and such a model's scores sit within 0.002 of its
+threshold, where any rounding flips a label; its trained example is measured in
+benchmarks/predict_engines.py. Units (:func:`appzoo.prediction.label_units`): a label (classification,
+matching), each label's yes or no (multi-label: whole label sets are printed too), a tag (sequence
+labeling). The exact agreement of each case is printed (``-rA`` shows it) and must be at
+least 98%. A precision an engine cannot run is refused in one line that names why and what to use
+instead (never a silent fp32).
 """
 import os
 
@@ -19,12 +21,11 @@ from appzoo import Predictor
 from appzoo.engines import BF16_FLAGS, check_precision
 from appzoo.env import cpu_flags
 from appzoo.errors import ConfigError
+from appzoo.prediction import agreement, label_units
 from serving import TASKS
 
 pytestmark = pytest.mark.slow
 
-TRAIN = ["--set", "trainer.max_steps=30", "--set", "trainer.learning_rate=0.003", "--set", "trainer.batch_size=32",
-         "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false", "--do", "train"]
 TESTED = ["cls", "multilabel", "ner_crf", "ner_softmax", "pairwise", "inbatch"]
 HAVE_BF16 = bool(set(BF16_FLAGS) & cpu_flags())
 CASES = [("onnxruntime", "int8", "dynamic"), ("onnxruntime", "int8", "static"),
@@ -33,45 +34,43 @@ CASES = [("onnxruntime", "int8", "dynamic"), ("onnxruntime", "int8", "static"),
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """task -> (best folder, test file, fp32 labels of its test set)."""
-    root = tmp_path_factory.mktemp("precision")
+def trained(served_runs):
+    """task -> (best folder, test file, the fp32 (dygraph) rows of its test set)."""
     out = {}
     for task in TESTED:
-        example, extra = TASKS[task]
-        run = root / task
-        assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={run}", *TRAIN, *extra]) == 0
-        best = str(run / "best")
+        best = os.path.join(served_runs[task], "best")
         predictor = Predictor(best, engine="dygraph")
         test = predictor.bundle.config["dataset_reader"]["test"]
-        out[task] = (best, test, units(predictor, test))
+        out[task] = (best, test, rows(predictor, test))
     return out
 
 
-def units(predictor, path):
-    """The labels ``predictor`` gives the examples of ``path``, one per unit (see the module docstring)."""
+def rows(predictor, path):
+    """``predictions.jsonl``'s rows of the examples of ``path``, as ``predictor`` labels them."""
     reader = predictor.reader
     examples = reader.read(path, "test")
     features = reader.encode(examples, predictor.tokenizer, predictor.labels, predictor.max_seq_len, "test")
     predictions, _ = predictor.predict_features(examples, features)
-    rows = reader.prediction_rows(examples, predictions, predictor.labels)
-    if "tags" in rows[0]:
-        return [tag for row in rows for tag in row["tags"]]
-    return [tuple(row["labels"]) if "labels" in row else row["label"] for row in rows]
+    return reader.prediction_rows(examples, predictions, predictor.labels)
 
 
 @pytest.mark.parametrize("engine, precision, quantization", CASES)
 @pytest.mark.parametrize("task", TESTED)
 def test_a_low_precision_labels_as_fp32_does(trained, task, engine, precision, quantization, record_property):
     best, test, expected = trained[task]
-    assert len(set(expected)) > 1, f"{task}: the fp32 model gives one label only; train it longer"
+    assert len(set(label_units(expected))) > 1, f"{task}: the fp32 model gives one label only; train it longer"
     predictor = Predictor(best, engine=engine, precision=precision, quantization=quantization,
                           calibration_examples=64)
-    got = units(predictor, test)
-    agreement = sum(a == b for a, b in zip(got, expected)) / len(expected)
-    record_property("agreement", agreement)
-    print(f"{task} {engine} {precision} {quantization}: {agreement:.2%} of {len(expected)} labels as fp32")
-    assert len(got) == len(expected) and agreement >= 0.98
+    got = rows(predictor, test)
+    share = agreement(got, expected)
+    record_property("agreement", share)
+    sets = ""
+    if "labels" in expected[0]:
+        same = sum(a["labels"] == b["labels"] for a, b in zip(got, expected)) / len(expected)
+        sets = f"; {same:.2%} of {len(expected)} label sets"
+    print(f"{task} {engine} {precision} {quantization}: {share:.2%} of {len(label_units(expected))} labels as "
+          f"fp32{sets}")
+    assert share >= 0.98
 
 
 def test_static_int8_is_cached_next_to_the_export_and_reused(trained):

@@ -1,6 +1,6 @@
 """The Predictor API and trainer.inference_engine give what ``--do predict`` gives.
 
-One tiny run per model (2 steps, shared by the module); each engine then
+One short run per model (tests/serving.py, shared with the serving tests); each engine then
 predicts the run's predict file, from raw inputs through ``Predictor`` and
 through ``--do predict --set trainer.inference_engine=...``. Labels, tags and
 entity spans must be identical, probabilities and scores within 1e-4.
@@ -19,12 +19,10 @@ import pytest
 import run_trainer
 from appzoo import Predictor
 from appzoo.errors import ConfigError, DataError
-from serving import assert_same_rows, raw_inputs
+from serving import FAST, assert_same_rows, raw_inputs
 
 pytestmark = pytest.mark.slow  # every test predicts with a trained run of each task
 
-FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.batch_size=8", "--set", "trainer.progress_bar=false",
-        "--set", "trainer.plots=false"]
 EXAMPLES = {
     "classification": "examples/cls_ernie_fc_ch.json",
     "ner_crf": "examples/ner_ernie_crf_ch.json",
@@ -51,7 +49,7 @@ SHARED = {"classification": "cls", "ner_crf": "ner_crf", "ner_softmax": "ner_sof
 
 @pytest.fixture(scope="module")
 def runs(served_runs):
-    """task -> output folder of a 2-step run (train, eval, predict on dygraph) of EXAMPLES[task]."""
+    """task -> output folder of a short run (train, eval, predict on dygraph) of EXAMPLES[task]."""
     return {task: served_runs[SHARED[task]] for task in EXAMPLES}
 
 
