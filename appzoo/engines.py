@@ -30,6 +30,13 @@ ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
 PRECISIONS = ("fp32", "bf16", "int8")
 QUANTIZATIONS = ("dynamic", "static")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
+#: The help of the precision keys, the same in the trainer and serve sections.
+PRECISION_HELP = ("the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or "
+                  "amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")
+QUANTIZATION_HELP = ("how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation "
+                     "ranges calibrated on calibration_examples dev examples; cached next to the export)")
+CALIBRATION_HELP = "dev examples static int8 calibrates on"
+DEFAULT_CALIBRATION = 256
 
 
 def check_engine(engine, key_path="trainer.inference_engine"):

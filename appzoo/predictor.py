@@ -59,7 +59,7 @@ class Predictor:
 
     def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
                  mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
-                 calibration_examples=256):
+                 calibration_examples=engines.DEFAULT_CALIBRATION):
         engines.check_engine(engine, "engine")
         engines.check_precision(engine, precision, "precision")
         trained = bundle.load(best, "Predictor")
@@ -72,7 +72,7 @@ class Predictor:
 
     @classmethod
     def from_bundle(cls, trained, *, engine, inference_dir, batch_size=64, num_threads=None, mkldnn=True,
-                    precision="fp32", quantization="dynamic", calibration_examples=256):
+                    precision="fp32", quantization="dynamic", calibration_examples=engines.DEFAULT_CALIBRATION):
         """A Predictor over the :class:`~appzoo.bundle.Bundle` a run already holds (the runner's eval and predict)."""
         self = cls.__new__(cls)
         self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, True,

@@ -4,7 +4,8 @@ from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.config import Key, check_fields
 from appzoo.data.sampler import SAMPLERS
-from appzoo.engines import ENGINES, PRECISIONS, QUANTIZATIONS, check_engine, check_precision
+from appzoo.engines import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
+                            QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
@@ -93,13 +94,9 @@ class TrainerConfig:
     inference_engine: Annotated[Literal[ENGINES], Key(
         "what eval and predict run on: the Paddle model, or the graph exported into output_dir/inference/ "
         "on Paddle Inference (oneDNN on CPU) or on ONNX Runtime", check=_engine_installed)] = "dygraph"
-    inference_precision: Annotated[Literal[PRECISIONS], Key(
-        "the numbers the inference engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 "
-        "or amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")] = "fp32"
-    inference_quantization: Annotated[Literal[QUANTIZATIONS], Key(
-        "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
-        "calibrated on calibration_examples dev examples; cached in output_dir/inference/)")] = "dynamic"
-    calibration_examples: Annotated[int, Key("dev examples static int8 calibrates on", ge=1)] = 256
+    inference_precision: Annotated[Literal[PRECISIONS], Key(PRECISION_HELP)] = "fp32"
+    inference_quantization: Annotated[Literal[QUANTIZATIONS], Key(QUANTIZATION_HELP)] = "dynamic"
+    calibration_examples: Annotated[int, Key(CALIBRATION_HELP, ge=1)] = DEFAULT_CALIBRATION
 
     def __post_init__(self):
         check_fields(self, "trainer")  # also when built from Python, not only from a param file

@@ -3,7 +3,8 @@ import dataclasses
 from typing import Annotated, Literal, Optional
 
 from appzoo.config import Key, check_fields, check_kwargs
-from appzoo.engines import ENGINES, PRECISIONS, QUANTIZATIONS, check_engine, check_precision
+from appzoo.engines import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
+                            QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 
@@ -22,13 +23,9 @@ class ServeConfig:
     engine: Annotated[Literal[ENGINES], Key(
         "what the models run on: the Paddle model, or the graph exported into <run>/inference/ on Paddle "
         "Inference (oneDNN on CPU) or ONNX Runtime", check=_engine_installed)] = "paddle_inference"
-    precision: Annotated[Literal[PRECISIONS], Key(
-        "the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or "
-        "amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")] = "fp32"
-    quantization: Annotated[Literal[QUANTIZATIONS], Key(
-        "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
-        "calibrated on calibration_examples dev examples; cached next to the export)")] = "dynamic"
-    calibration_examples: Annotated[int, Key("dev examples static int8 calibrates on", ge=1)] = 256
+    precision: Annotated[Literal[PRECISIONS], Key(PRECISION_HELP)] = "fp32"
+    quantization: Annotated[Literal[QUANTIZATIONS], Key(QUANTIZATION_HELP)] = "dynamic"
+    calibration_examples: Annotated[int, Key(CALIBRATION_HELP, ge=1)] = DEFAULT_CALIBRATION
     max_batch_size: Annotated[int, Key(
         "inputs a model runs together at most: a batch runs when this many wait, or when the oldest request "
         "has waited max_wait_ms (1: no batching across requests)", ge=1)] = 32
