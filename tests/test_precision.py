@@ -20,7 +20,7 @@ import run_trainer
 from appzoo import Predictor
 from appzoo.engines import BF16_FLAGS, check_precision
 from appzoo.env import cpu_flags
-from appzoo.errors import ConfigError
+from appzoo.errors import ConfigError, UserError
 from appzoo.prediction import agreement, label_units
 from serving import TASKS
 
@@ -115,3 +115,21 @@ def test_precision_keys_are_checked_with_the_engine_in_the_param_file_and_serve(
 
     with pytest.raises(ConfigError, match=r"^serve\.precision: 'bf16' is not available on onnxruntime"):
         ServeConfig.from_section({"engine": "onnxruntime", "precision": "bf16"})
+
+
+@pytest.mark.skipif(not HAVE_BF16, reason=f"this CPU reports neither {' nor '.join(BF16_FLAGS)}")
+def test_a_graph_paddle_cannot_run_in_bf16_is_refused_at_load_in_one_line(trained, monkeypatch):
+    """Paddle 3.3.1's bf16 passes fail on the all-MiniLM-L6-v2 graphs at the first batch (RuntimeError:
+    std::exception); the Predictor runs one at load, so the refusal comes there, naming the way out."""
+    from appzoo import engines
+
+    def refuse(self, arrays):
+        raise RuntimeError("std::exception")
+
+    monkeypatch.setattr(engines._PaddleInference, "run", refuse)
+    best = trained["cls"][0]
+    with pytest.raises(UserError) as e:
+        Predictor(best, engine="paddle_inference", precision="bf16")
+    graph = os.path.join(os.path.dirname(best), "inference", "model.json")
+    assert str(e.value) == (f"{graph}: Paddle Inference 3.3.1 cannot run this graph in bf16 (RuntimeError: "
+                            f"std::exception); use precision 'fp32', or engine 'onnxruntime' with precision 'int8'")
