@@ -1,6 +1,8 @@
 """Data-parallel training on CPU processes (gloo) through paddle.distributed.launch:
 one launcher of 2 processes, and two launchers ("nodes") of 1 process each,
-which must give the same run, evaluation sharded over the ranks."""
+which must give the same run, evaluation sharded over the ranks. The two
+launchers run deploy/paddlejob.yaml's container command, configured as the
+Kubeflow operator configures its pods."""
 import json
 import os
 import socket
@@ -11,10 +13,13 @@ import pytest
 
 pytestmark = pytest.mark.slow  # launches data-parallel runs
 
-ARGS = ["run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json", "--do", "train,eval,predict",
-        "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2", "--set", "trainer.logging_steps=2",
-        "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
-ENV = dict(os.environ, OMP_NUM_THREADS="1", LIBC_FATAL_STDERR_="1")  # glibc aborts print to the log, not a tty
+from test_deploy import PARAM, paddlejob_pod
+
+SETTINGS = ["--do", "train,eval,predict", "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2",
+            "--set", "trainer.logging_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
+ARGS = ["run_trainer.py", "--param_path", PARAM, *SETTINGS]
+ENV_CHANGES = {"OMP_NUM_THREADS": "1", "LIBC_FATAL_STDERR_": "1"}  # glibc aborts print to the log, not a tty
+ENV = dict(os.environ, **ENV_CHANGES)
 
 
 def _check(done, log_dir):
@@ -53,21 +58,25 @@ def test_two_process_data_parallel_run(one_launcher):
                                           for row in predictions)
 
 
-def test_two_launchers_of_one_process_match_one_launcher_of_two(one_launcher, tmp_path):
-    """The multi-node recipe of docs/deployment.md, with both "nodes" on this machine."""
+def test_two_launchers_given_only_the_operators_variables_match_one_launcher_of_two(one_launcher, tmp_path):
+    """Two pods of deploy/paddlejob.yaml on this machine: each runs the container's command with only what
+    the Kubeflow operator sets (PADDLE_MASTER, PADDLE_NNODES, PADDLE_JOB_ID) and the YAML's env, no
+    --master, --nnodes or --rank. The launcher that starts the rendezvous server on the master's port
+    becomes rank 0, whichever it is; the run is the same either way."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "out"
-    nodes = []
-    for rank in (0, 1):
-        cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nnodes", "2", "--rank", str(rank),
-               "--master", f"127.0.0.1:{port}", "--nproc_per_node", "1", "--log_dir", str(tmp_path / f"log{rank}"),
-               *ARGS, "--set", f"trainer.output_dir={out}"]
-        nodes.append(subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for rank, node in enumerate(nodes):
-        stdout, stderr = node.communicate(timeout=300)
-        _check(subprocess.CompletedProcess(node.args, node.returncode, stdout, stderr), tmp_path / f"log{rank}")
+    pods = []
+    for pod in (0, 1):
+        cmd, env = paddlejob_pod({"PADDLE_MASTER": f"127.0.0.1:{port}", "PADDLE_NNODES": "2",
+                                  "PADDLE_JOB_ID": "appzoo-test", "OUTPUT_DIR": str(out),
+                                  # pods have folders of their own; these two share the repository
+                                  "PADDLE_LOG_DIR": str(tmp_path / f"log{pod}"), **ENV_CHANGES}, *SETTINGS)
+        pods.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for pod, launcher in enumerate(pods):
+        stdout, stderr = launcher.communicate(timeout=300)
+        _check(subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr), tmp_path / f"log{pod}")
     assert _metrics(out) == _metrics(one_launcher)
     assert (out / "predictions.jsonl").read_bytes() == (one_launcher / "predictions.jsonl").read_bytes()
 
