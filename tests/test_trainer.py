@@ -222,6 +222,31 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
         np.testing.assert_allclose(weights[1][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+def test_clipping_gives_the_weights_paddles_global_norm_clip_gives(tmp_path):
+    """The trainer clips with the norm its non-finite check reads (one pass
+    over the gradients); the weights are the bits paddle's ClipGradByGlobalNorm
+    in the optimizer gives, and differ from unclipped ones."""
+    def with_paddle_clip(t):
+        def build_optimizer(total):
+            Trainer.build_optimizer(t, total)
+            t.optimizer._grad_clip = paddle.nn.ClipGradByGlobalNorm(0.05)
+        t.build_optimizer = build_optimizer
+        t.config.max_grad_norm = 0  # the trainer only measures the norm
+        return t
+
+    weights = []
+    for name, make in (("trainer", lambda t: t), ("paddle", with_paddle_clip), ("none", None)):
+        t = trainer(tmp_path / name, max_steps=3, eval_steps=0, sampler="random",
+                    max_grad_norm=0.05 if make else 0)
+        t = make(t) if make else t
+        features, _ = split(t.reader)
+        t.train(features, None)
+        weights.append({n: v.numpy() for n, v in t.model.state_dict().items()})
+    for name, value in weights[0].items():
+        np.testing.assert_array_equal(weights[1][name], value, err_msg=name)
+    assert any((weights[2][n] != v).any() for n, v in weights[0].items())
+
+
 def test_amp_keys_validate():
     from appzoo.errors import ConfigError
 
