@@ -110,7 +110,7 @@ def onnx_int8(folder, calibration=None):
     ``onnxruntime.quantization`` when missing or older than it, and reused after.
 
     ``calibration`` None: dynamic quantization (``model.int8.onnx``): int8
-    weights, each batch's activations scaled as it runs. ``(name, batches)``:
+    weights (a scale per output channel), each batch's activations scaled as it runs. ``(name, batches)``:
     static (``model.int8-static-<name>.onnx``): activation ranges fixed by
     running ``batches()`` (collated batches) through the fp32 model first."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -122,7 +122,8 @@ def onnx_int8(folder, calibration=None):
         return target
     with _written(target) as tmp:
         if calibration is None:
-            quantize_dynamic(source, tmp, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+            quantize_dynamic(source, tmp, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+                             per_channel=True)  # a scale per output column: GoEmotions macro-F1 -0.8, not -2.1
         else:
             _quantize_static(source, tmp, calibration[1])
     return target

@@ -495,6 +495,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes; the fastest is kept")
     parser.add_argument("--limit", type=int, default=200, help="texts in the batch-1 pass (0: all)")
+    parser.add_argument("--max-texts", type=int, default=0, help="the first N texts of the file only (0: all)")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -516,6 +517,8 @@ def main(argv=None):
         sys.exit(f"{model_type} with reader {reader_type}: not supported (classification: {CLASSIFIERS}; "
                  f"tagging: {TAGGERS})")
 
+    if args.max_texts:
+        items, gold = items[:args.max_texts], gold[:args.max_texts]
     predict(task, items[:32], 32)  # warm-up, untimed: first-call allocations and kernel selection
     pred, b32_s, b32_tok = best_of(task, items, 32, args.repeats)
     one = items[:args.limit] if args.limit else items

@@ -151,11 +151,12 @@ def bench_row(best, examples, engine, precision, quantization, threads, repeats,
             "model_seconds": seconds - tokenizing, "lengths": lengths, "metrics": metrics, "rows": rows}
 
 
-def hf_row(hf_python, best, dev, threads, repeats, batch1):
+def hf_row(hf_python, best, dev, threads, repeats, batch1, limit):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "hf.json")
         child = subprocess.run([hf_python, "benchmarks/hf_predict.py", "--best", best, "--data", dev, "--out", out,
-                                "--threads", str(threads), "--repeats", str(repeats), "--limit", str(batch1)],
+                                "--threads", str(threads), "--repeats", str(repeats), "--limit", str(batch1),
+                                *(["--max-texts", str(limit)] if limit else [])],
                                capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
         if child.returncode != 0:
             return {"refused": f"hf_predict.py failed: {child.stderr.strip().splitlines()[-1:]}"}
@@ -198,10 +199,12 @@ def bench_model(name, folder, args, cpu_info):
               f"{metric} {row['metric_value']:.4f}", flush=True)
     if args.hf_python:
         print("  hf+torch eager ...", flush=True)
-        hf = hf_row(args.hf_python, best, dev, args.threads, args.repeats, args.batch1)
-        hf.update({"model": name, "row": "hf+torch eager", "metric": metric})
-        if "metric" in hf and isinstance(hf.get("metrics"), dict):
+        hf = hf_row(args.hf_python, best, dev, args.threads, args.repeats, args.batch1, args.limit)
+        if "refused" not in hf:  # hf_predict.py's keys -> this table's
+            hf["metrics"] = hf.pop("metric")
             hf["metric_value"] = hf["metrics"].get(metric)
+            hf["tokenizer_share"] = hf.pop("tokenizer_share_b32")
+        hf.update({"model": name, "row": "hf+torch eager", "metric": metric})
         results.append(hf)
     reference = next((r for r in results if (r.get("engine"), r.get("precision")) == REFERENCE[:2]), None)
     dygraph = next((r for r in results if r.get("engine") == "dygraph"), None)

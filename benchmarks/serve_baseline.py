@@ -22,12 +22,12 @@ sys.path.insert(0, ROOT)
 from appzoo.env import available_cores, configure_cpu, import_paddle_quietly  # noqa: E402
 
 
-def create_app(best, engine, threads):
+def create_app(best, engine, precision, threads):
     from fastapi import FastAPI
 
     from appzoo.predictor import Predictor
 
-    predictor = Predictor(best, engine=engine, batch_size=32, num_threads=threads)
+    predictor = Predictor(best, engine=engine, precision=precision, batch_size=32, num_threads=threads)
     predictor.predict(["warm up"])  # the first batch pays the graph's set-up, as appzoo.serve's warm-up
     lock = threading.Lock()
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
@@ -45,6 +45,7 @@ def main():
     parser.add_argument("best", help="a run's best/ folder")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--engine", default="paddle_inference")
+    parser.add_argument("--precision", default="fp32")
     parser.add_argument("--threads", type=int, default=available_cores(), help="engine threads (default: all cores)")
     args = parser.parse_args()
 
@@ -52,7 +53,7 @@ def main():
     import_paddle_quietly()
     import uvicorn
 
-    app = create_app(args.best, args.engine, args.threads)
+    app = create_app(args.best, args.engine, args.precision, args.threads)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning",
                                            access_log=False))
     # uvicorn stops gracefully on SIGTERM, then raises the signal again under the handlers it found:

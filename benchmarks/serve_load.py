@@ -6,8 +6,8 @@ clients, with and without batching across requests, against a one-lock baseline.
 
 For each model (trained for 20 steps first when its ``best/`` is missing:
 speed does not depend on what it learned) three servers run in turn, each a
-subprocess on a free port of 127.0.0.1 with the paddle_inference engine on
-every core:
+subprocess on a free port of 127.0.0.1 with the serve section's default engine and
+precision (``--engine``, ``--precision`` to choose others) on every core:
 
 * ``batching``: ``python -m appzoo.serve``, max_batch_size 32, max_wait_ms 5;
 * ``no batching``: the same with max_batch_size 1;
@@ -55,6 +55,7 @@ os.chdir(ROOT)
 from appzoo.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
 from appzoo.files import write_json, write_text  # noqa: E402  (atomic writes)
+from appzoo.serve.config import ServeConfig  # noqa: E402  (light: no paddle)
 
 WORK = os.path.join("output", "serve_bench")
 TRAIN = ["--set", "trainer.max_steps=20", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -110,7 +111,7 @@ def read_texts(name):
     return texts
 
 
-def time_batches(name, threads, repeats=10):
+def time_batches(name, threads, engine, precision, repeats=10):
     """``{"full_batch_ms", "one_input_ms"}``: medians of ``Predictor.predict`` on 32 texts and on one
     (tokenising included), after two warm-up calls. Runs in this process: call it in a child."""
     from appzoo.env import configure_cpu, import_paddle_quietly
@@ -120,7 +121,8 @@ def time_batches(name, threads, repeats=10):
     from appzoo.predictor import Predictor
 
     texts = read_texts(name)
-    predictor = Predictor(MODELS[name][2], engine="paddle_inference", batch_size=FULL_BATCH, num_threads=threads)
+    predictor = Predictor(MODELS[name][2], engine=engine, precision=precision, batch_size=FULL_BATCH,
+                          num_threads=threads)
     out = {}
     for key, inputs in (("full_batch_ms", texts[:FULL_BATCH]), ("one_input_ms", texts[:1])):
         for _ in range(2):
@@ -134,9 +136,10 @@ def time_batches(name, threads, repeats=10):
     return out
 
 
-def measure_batches(name, threads, own_pids):
+def measure_batches(name, threads, engine, precision, own_pids):
     """:func:`time_batches` in a child process, so this one never loads paddle."""
-    child = subprocess.Popen([sys.executable, __file__, "--time-batches", name, "--threads", str(threads)],
+    child = subprocess.Popen([sys.executable, __file__, "--time-batches", name, "--threads", str(threads),
+                              "--engine", engine, "--precision", precision],
                              stdout=subprocess.PIPE, text=True)
     own_pids.add(child.pid)
     stdout, _ = child.communicate()
@@ -155,17 +158,17 @@ def free_port():
 class Server:
     """One server subprocess on 127.0.0.1: started, waited for, stopped with SIGTERM."""
 
-    def __init__(self, model, best, setting, threads, log):
+    def __init__(self, model, best, setting, threads, log, engine, precision):
         kind, max_batch_size = SETTINGS[setting]
         self.port, self.log = free_port(), log
         if kind == "appzoo":
             command = [sys.executable, "-m", "appzoo.serve", f"{model}={best}", "--port", str(self.port),
-                       "--engine", "paddle_inference", "--threads", str(threads),
+                       "--engine", engine, "--precision", precision, "--threads", str(threads),
                        "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(MAX_WAIT_MS)]
             self.path, self.ready_path = f"/models/{model}/predict", "/v2/health/ready"
         else:
             command = [sys.executable, os.path.join("benchmarks", "serve_baseline.py"), best, "--port",
-                       str(self.port), "--engine", "paddle_inference", "--threads", str(threads)]
+                       str(self.port), "--engine", engine, "--precision", precision, "--threads", str(threads)]
             self.path, self.ready_path = "/predict", None  # it listens once loaded
         self.kind = kind
         with open(log, "w", encoding="utf-8") as f:
@@ -290,7 +293,7 @@ def run_setting(model, best, setting, texts, levels, args, threads, full_batch_m
     """The rows of one server: one per concurrency level."""
     log = os.path.join(WORK, "logs", f"{model}-{setting.replace(' ', '_')}.log")
     print(f"{model} / {setting}: starting (log {log})", flush=True)
-    server = Server(model, best, setting, threads, log)
+    server = Server(model, best, setting, threads, log, args.engine, args.precision)
     rows = []
     try:
         began = time.monotonic()
@@ -431,7 +434,7 @@ def report(result):
              f"{result['warmup']} warm-up requests a server) at commit {result['checkout']}.", "",
              f"Machine: {info['cpu']}, {info['cores']} cores ({info['cores_usable']} usable); Python "
              f"{info['python']}, " + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v) + ".", "",
-             "Every server ran on 127.0.0.1 with the paddle_inference engine and "
+             f"Every server ran on 127.0.0.1 with the {result['engine']} engine in {result['precision']} and "
              f"{result['threads']} engine thread(s); the clients ran on the same cores. Servers: **batching** "
              f"is `python -m appzoo.serve --max-batch-size {FULL_BATCH} --max-wait-ms {MAX_WAIT_MS:g}`; "
              "**no batching** the same with `--max-batch-size 1`; **lock** is `benchmarks/serve_baseline.py`, "
@@ -488,10 +491,13 @@ def main():
                                       "everything after its marker line; none with --quick)")
     parser.add_argument("--threads", type=int, default=available_cores(),
                         help=f"engine threads of every server (default: every usable core, {available_cores()})")
+    parser.add_argument("--engine", default=ServeConfig.engine, help=f"every server's engine (default {ServeConfig.engine})")
+    parser.add_argument("--precision", default=ServeConfig.precision,
+                        help=f"every server's precision (default {ServeConfig.precision})")
     parser.add_argument("--time-batches", metavar="MODEL", help=argparse.SUPPRESS)  # the child of measure_batches
     args = parser.parse_args()
     if args.time_batches:
-        print(json.dumps(time_batches(args.time_batches, args.threads)))
+        print(json.dumps(time_batches(args.time_batches, args.threads, args.engine, args.precision)))
         return
     if args.quick:
         args.requests, args.warmup, args.max_seconds = 40, 16, 30
@@ -517,7 +523,7 @@ def main():
     before, began = cpu_seconds(), time.monotonic()
     batch_times, rows = {}, []
     for model in models:
-        batch_times[model] = measure_batches(model, args.threads, own_pids)
+        batch_times[model] = measure_batches(model, args.threads, args.engine, args.precision, own_pids)
         print(f"{model}: one full batch of {FULL_BATCH}: {batch_times[model]['full_batch_ms']:.1f} ms, one input "
               f"{batch_times[model]['one_input_ms']:.1f} ms", flush=True)
         for setting in SETTINGS:
@@ -530,7 +536,8 @@ def main():
 
     command = "python " + " ".join(["benchmarks/serve_load.py", *sys.argv[1:]])
     result = {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "checkout": source, "machine": machine(), "threads": args.threads, "requests": args.requests,
+              "checkout": source, "machine": machine(), "threads": args.threads, "engine": args.engine,
+              "precision": args.precision, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
               "batch_times": batch_times, "rows": rows}
