@@ -22,7 +22,7 @@ from serving import TASKS, assert_same_rows, live_server, raw_inputs, request, w
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["dygraph", "paddle_inference"])
+@pytest.fixture(scope="module", params=["dygraph", "onnxruntime"])
 def server(request, served_runs):
     specs = {task: os.path.join(run, "best") for task, run in served_runs.items()}
     with live_server(specs, engine=request.param, max_wait_ms=2) as (base, app):
