@@ -5,9 +5,9 @@
     python benchmarks/predict_engines.py --run minilm_cls=output/bench/goemotions/sweep/loss=name-bce/seed-42
     python benchmarks/predict_engines.py --hf-python /work/hfenv/bin/python   # adds HF transformers + torch
 
-Models (:data:`MODELS`): the tiny ERNIE classifier of ``examples/cls_ernie_fc_ch.json``, an
-all-MiniLM-L6-v2 multi-label classifier on GoEmotions and an all-MiniLM-L6-v2 CRF tagger on
-CoNLL-2003. A model is a run folder (``--run NAME=FOLDER``); without one, the script trains it
+Models (:data:`MODELS`): the tiny ERNIE classifier of ``examples/cls_ernie_fc_ch.json``, and
+all-MiniLM-L6-v2 as a multi-label classifier on GoEmotions, a pointwise matcher on MRPC and a CRF
+tagger on CoNLL-2003. A model is a run folder (``--run NAME=FOLDER``); without one, the script trains it
 into ``output/precision/NAME`` with the steps of :data:`MODELS` (reused on the next call).
 
 Rows (:data:`ROWS`): dygraph; Paddle Inference fp32, bf16, int8; ONNX Runtime fp32, int8
@@ -45,6 +45,7 @@ MODELS = {
     "tiny_cls": ("tiny ERNIE classifier (sample cls, from scratch)", "examples/cls_ernie_fc_ch.json", []),
     "minilm_cls": ("MiniLM multi-label classifier (GoEmotions)", "benchmarks/configs/cls_goemotions_minilm_bce.json",
                    ["trainer.max_steps=400", "trainer.eval_steps=400"]),
+    "minilm_match": ("MiniLM pointwise matcher (MRPC)", "benchmarks/configs/mtch_mrpc_minilm_fc_pointwise.json", []),
     "minilm_tagger": ("MiniLM CRF tagger (CoNLL-2003)", "benchmarks/configs/ner_conll2003_minilm_fc.json",
                       [f'model={{"type": "ErnieCrfSeqLabel", "encoder": {MINILM}, "dropout": 0.1}}',
                        "trainer.max_steps=300", "trainer.eval_steps=300", "trainer.learning_rate=0.0002",
