@@ -101,7 +101,8 @@ def crash_after_step(monkeypatch, step):
 @pytest.fixture(scope="session")
 def served_runs(tmp_path_factory):
     """``{task: run folder}`` of a short run of every task the server answers (tests/serving.py), shared by
-    the serving, predictor, precision and example tests."""
+    the serving, predictor, precision and example tests. Those are marked ``xdist_group("served")``, so
+    that under ``pytest -n`` one worker runs them all and trains these runs once."""
     from serving import train
 
     return train(tmp_path_factory.mktemp("served"))

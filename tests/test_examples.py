@@ -24,7 +24,8 @@ SERVED = {example: name for name, (example, _) in TASKS.items()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", EXAMPLES)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xdist_group("served")) if p in SERVED else p
+                                  for p in EXAMPLES])
 def test_example_validates_and_runs_two_steps(path, tmp_path, request):
     config = load_param_file(path)
     assert config["trainer"]["output_dir"].startswith("output/"), "examples write under output/ (git-ignored)"

@@ -24,7 +24,7 @@ from appzoo.errors import ConfigError, UserError
 from appzoo.prediction import agreement, label_units
 from serving import TASKS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
 
 TESTED = ["cls", "multilabel", "ner_crf", "ner_softmax", "pairwise", "inbatch"]
 HAVE_BF16 = bool(set(BF16_FLAGS) & cpu_flags())

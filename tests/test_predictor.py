@@ -21,7 +21,7 @@ from appzoo import Predictor
 from appzoo.errors import ConfigError, DataError
 from serving import FAST, assert_same_rows, raw_inputs
 
-pytestmark = pytest.mark.slow  # every test predicts with a trained run of each task
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]  # every test predicts with a trained run of each task
 
 EXAMPLES = {
     "classification": "examples/cls_ernie_fc_ch.json",

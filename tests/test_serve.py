@@ -19,7 +19,7 @@ import pytest
 from conftest import read_jsonl
 from serving import TASKS, assert_same_rows, live_server, raw_inputs, request, wait_ready
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
 
 
 @pytest.fixture(scope="module", params=["dygraph", "onnxruntime"])

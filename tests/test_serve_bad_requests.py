@@ -11,7 +11,7 @@ import pytest
 
 from serving import live_server, request
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
 
 J = {"Content-Type": "application/json"}
 PAIR = [{"name": "text_a", "shape": [1], "datatype": "BYTES", "data": ["a"]},

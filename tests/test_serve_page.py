@@ -14,6 +14,8 @@ import pytest
 import browser
 import serving
 
+pytestmark = pytest.mark.xdist_group("served")  # with the other users of the served runs (conftest.py)
+
 reason = browser.missing()
 if reason:
     pytest.skip(f"no browser can run here: {reason}", allow_module_level=True)
