@@ -19,7 +19,7 @@ from appzoo.errors import ConfigError
 from appzoo.param_file import SECTIONS, check_text
 from appzoo.registry import MODELS, READERS, did_you_mean
 from appzoo.resolve import resolve
-from appzoo.trainer_config import TrainerConfig
+from appzoo.trainer_config import AUTO, TrainerConfig
 
 
 @dataclasses.dataclass
@@ -80,10 +80,12 @@ def _validate(config, do):
 
     # A folder counts as holding a run once a model was saved there; a run that
     # stopped before (a bad metric name at the first evaluation, say) can be redone.
-    if "train" in modes and not trainer.resume and not trainer.overwrite_output_dir \
-            and RunFolder(trainer.output_dir).has_run():
+    folder = RunFolder(trainer.output_dir)
+    starts_anew = not trainer.resume or (trainer.resume == AUTO and folder.latest_checkpoint() is None)
+    if "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.has_run():
         raise ConfigError(
-            f"trainer.output_dir: {trainer.output_dir!r} already holds a run; choose another folder, "
+            f"trainer.output_dir: {trainer.output_dir!r} already holds a run"
+            f"{' and no checkpoint to continue it from' if trainer.resume == AUTO else ''}; choose another folder, "
             f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
         )
     trainer.do = modes

@@ -20,6 +20,7 @@ from appzoo.data.dataset_config import SPLITS
 from appzoo.errors import ConfigError, Interrupted
 from appzoo.progress import note
 from appzoo.resolve import TRAIN_LONGER, changed_keys, trains_longer
+from appzoo.trainer_config import AUTO
 
 
 @dataclasses.dataclass
@@ -134,8 +135,10 @@ def _resume_point(plan, folder):
     resume = plan.trainer.resume
     if not resume or "train" not in plan.do:
         return None
-    if resume is True:
+    if resume is True or resume == AUTO:
         checkpoint = folder.latest_checkpoint()
+        if checkpoint is None and resume == AUTO:
+            return None  # nothing to continue yet: the first start of a job
         if checkpoint is None:
             raise ConfigError(f"trainer.resume: no checkpoint to resume from in {folder.checkpoints!r}")
     else:

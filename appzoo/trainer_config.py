@@ -9,6 +9,7 @@ from appzoo.engines import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PREC
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
+AUTO = "auto"  # trainer.resume: continue when output_dir holds a checkpoint, else start
 
 
 def _not_blank(value, key_path):
@@ -79,7 +80,9 @@ class TrainerConfig:
                                  ge=0)] = 0
     keep_checkpoints: Annotated[int, Key("checkpoints/step-N folders kept for resuming (the newest)", ge=1)] = 1
     resume: Annotated[Union[bool, str], Key(
-        "continue training from the newest checkpoint in output_dir (true) or from this checkpoint folder")] = False
+        "continue training from the newest checkpoint in output_dir (true), from this checkpoint folder, or "
+        "(auto) from the newest checkpoint when there is one and as a new run when output_dir holds none: "
+        "the one command a cluster job runs at every start")] = False
     init_from: Annotated[Optional[str], Key(
         "a best/ folder whose weights, encoder and labels the run starts from (also for eval/predict/export "
         "without training; null: output_dir/best when not training)")] = None

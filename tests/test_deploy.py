@@ -12,7 +12,6 @@ import sys
 import pytest
 import yaml
 
-from appzoo.archive import MARKER
 
 PARAM = "examples/cls_ernie_fc_ch.json"
 PADDLEJOB = "deploy/paddlejob.yaml"
@@ -61,12 +60,6 @@ def _sbatch(tmp_path, hosts, slurm_env, *args, timeout=30):
     return subprocess.run(["bash", SBATCH, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _make_checkpoint(out, step=2):
-    folder = out / "checkpoints" / f"step-{step}"
-    folder.mkdir(parents=True)
-    (folder / MARKER).write_text("")
-
-
 # ---- Kubernetes: the PaddleJob
 def test_paddlejob_declares_the_nodes_the_shared_output_folder_and_the_master_port():
     job, container = paddlejob_container()
@@ -84,13 +77,11 @@ def test_paddlejob_declares_the_nodes_the_shared_output_folder_and_the_master_po
     assert env["PARAM_PATH"] == PARAM
 
 
-@pytest.mark.parametrize("restarted", [False, True])
-def test_paddlejob_command_is_the_launcher_given_only_the_operators_variables(tmp_path, restarted):
+def test_paddlejob_command_is_the_launcher_given_only_the_operators_variables(tmp_path):
     """The pod's command, printed instead of run: the launcher with no --master, --nnodes or --rank (it
-    reads PADDLE_MASTER, PADDLE_NNODES and PADDLE_JOB_ID), continuing the run once it has a checkpoint."""
+    reads PADDLE_MASTER, PADDLE_NNODES and PADDLE_JOB_ID), with trainer.resume=auto, so the same command
+    starts the run and, in a restarted pod, continues it (tests/test_end_to_end.py runs that)."""
     out = tmp_path / "out"
-    if restarted:
-        _make_checkpoint(out)
     cmd, env = paddlejob_pod({"PADDLE_MASTER": "10.0.0.1:37777", "PADDLE_NNODES": str(NODES),
                               "PADDLE_JOB_ID": "appzoo-cls", "OUTPUT_DIR": str(out), "APPZOO_DRY_RUN": "1"},
                              "--do", "train")
@@ -98,7 +89,7 @@ def test_paddlejob_command_is_the_launcher_given_only_the_operators_variables(tm
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [
         "python", "-m", "paddle.distributed.launch", "run_trainer.py", "--param_path", PARAM,
-        "--set", f"trainer.output_dir={out}", "--set", f"trainer.resume={str(restarted).lower()}", "--do", "train"]
+        "--set", f"trainer.output_dir={out}", "--set", "trainer.resume=auto", "--do", "train"]
 
 
 # ---- Slurm: the sbatch script
@@ -107,23 +98,22 @@ SLURM_JOB = {"SLURM_NNODES": "2", "SLURM_NODEID": "1", "SLURM_JOB_ID": "4242"}
 
 def test_sbatch_launcher_command_from_slurm_variables(tmp_path):
     """One srun task on each node; on node 1 of 2: its rank, the first host's address as master, a port
-    from the job id, a log folder of its own; a job started again continues from its checkpoint."""
+    from the job id, a log folder of its own, trainer.resume=auto (a job submitted again continues)."""
     out = tmp_path / "out"
     expected = ["python", "-m", "paddle.distributed.launch", "--nnodes", "2", "--rank", "1",
                 "--master", "127.0.0.1:24242", "--job_id", "slurm-4242", "--nproc_per_node", "1",
                 "--log_dir", "log/slurm-4242/node-1", "run_trainer.py", "--param_path", PARAM,
-                "--set", f"trainer.output_dir={out}", "--set", "trainer.resume=false", "--do", "train"]
+                "--set", f"trainer.output_dir={out}", "--set", "trainer.resume=auto", "--do", "train"]
     dry = dict(SLURM_JOB, APPZOO_DRY_RUN="1")
     done = _sbatch(tmp_path, ["localhost", "node-b"], dry, PARAM, str(out), "--do", "train")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == expected
     assert (tmp_path / "bin" / "srun.options").read_text().splitlines() == ["--nodes 2", "--ntasks-per-node 1"]
 
-    _make_checkpoint(out)
     done = _sbatch(tmp_path, ["localhost", "node-b"], dict(dry, SLURM_GPUS_ON_NODE="8", MASTER_PORT="29500"),
                    PARAM, str(out), "--do", "train")
     assert done.returncode == 0, done.stderr
-    changed = {"127.0.0.1:24242": "127.0.0.1:29500", "trainer.resume=false": "trainer.resume=true"}
+    changed = {"127.0.0.1:24242": "127.0.0.1:29500"}
     expected = [changed.get(word, word) for word in expected]
     expected[expected.index("--nproc_per_node") + 1] = "8"
     assert done.stdout.split() == expected

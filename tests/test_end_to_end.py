@@ -104,15 +104,17 @@ def test_export_runs_in_paddle_inference(trained):
 
 
 def test_resume_after_a_crash_matches_an_uninterrupted_run(tmp_path, monkeypatch):
+    """The crashed run is started and continued by one command, ``trainer.resume=auto``, as a cluster job
+    that is started again (deploy/): a new run in an empty folder, the newest checkpoint after."""
     args = ["--set", "trainer.max_steps=8", "--set", "trainer.eval_steps=4", "--set", "trainer.keep_checkpoints=3"]
     straight = str(tmp_path / "straight")
     assert run(straight, *args) == 0
 
     crashed = str(tmp_path / "crashed")
     with crash_after_step(monkeypatch, 5), pytest.raises(RuntimeError, match="simulated crash"):
-        run(crashed, *args)
+        run(crashed, *args, "--set", "trainer.resume=auto")
     assert sorted(os.listdir(os.path.join(crashed, "checkpoints"))) == ["step-4"]
-    assert run(crashed, *args, "--set", "trainer.resume=true") == 0
+    assert run(crashed, *args, "--set", "trainer.resume=auto") == 0
 
     final = [paddle.load(os.path.join(d, "checkpoints", "step-8", "model_state.pdparams")) for d in (straight, crashed)]
     for name, value in final[0].items():
@@ -162,3 +164,17 @@ def test_overwrite_output_dir_starts_clean(tmp_path):
     assert os.listdir(os.path.join(out, "checkpoints")) == ["step-2"]  # no stale step-6 to resume from
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         assert json.load(f)["train"]["steps"] == 2
+
+
+def test_resume_auto_in_a_folder_with_a_run_and_no_checkpoint_refuses_to_start_over(trained, tmp_path, capsys):
+    """auto continues or starts; it never starts over a run it cannot continue (nothing saved is lost)."""
+    import shutil
+
+    out = str(tmp_path / "out")
+    shutil.copytree(trained, out, symlinks=True)
+    shutil.rmtree(os.path.join(out, "checkpoints"))
+    assert run(out, "--set", "trainer.resume=auto") == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"trainer.output_dir: {out!r} already holds a run and no checkpoint to continue it from; choose another "
+        f"folder, or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it")
+    assert os.path.isdir(os.path.join(out, "best"))
