@@ -8,8 +8,10 @@ dev metric the toolkit reports (so a dev metric equal to the toolkit's fp32 one
 checks the conversion).
 
 It runs in a separate virtual environment with torch (never a toolkit
-dependency), so it imports neither paddle nor appzoo: the files of best/ are
-read directly. A ``.pdparams`` file is a pickle of numpy arrays keyed by the
+dependency), so it imports no paddle: the files of best/ are read directly, and
+the tag-scheme and window rules are the toolkit's own modules, loaded by their
+files (``tasks/sequence_labeling/schemes.py`` and ``windows.py``; their
+package's ``__init__`` would import paddle). A ``.pdparams`` file is a pickle of numpy arrays keyed by the
 paddlenlp parameter names; paddle's ``Linear`` stores ``[in, out]``, torch's
 ``[out, in]``.
 
@@ -45,6 +47,24 @@ from transformers import BertConfig, BertModel, BertTokenizerFast
 CLASSIFIERS = ("ErnieFcClassification",)
 TAGGERS = ("ErnieFcSeqLabel", "ErnieCrfSeqLabel")
 FORBIDDEN = -1e4  # the toolkit CRF's penalty on a transition the tag scheme forbids
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _toolkit_module(path):
+    """A module of the toolkit, loaded by its file (``path`` from the repository root) without its
+    package's ``__init__``, which imports paddle."""
+    import importlib.util
+
+    sys.path.insert(0, ROOT)  # its own imports: light appzoo modules, no paddle
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0],
+                                                  os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SCHEMES = _toolkit_module("tasks/sequence_labeling/schemes.py")  # split_tag, transition_masks
+WINDOWS = _toolkit_module("tasks/sequence_labeling/windows.py")  # windows
 
 
 # ---- best/ ----------------------------------------------------------------
@@ -293,32 +313,6 @@ def f1(tp, fp, fn):
 
 
 # ---- sequence labeling --------------------------------------------------------
-def split_tag(tag):
-    if tag == "O":
-        return "O", None
-    if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIMES":
-        return tag[0], tag[2:]
-    return None, None
-
-
-def allowed(previous, current, scheme):
-    """The toolkit's tag-scheme transition rule (tasks/sequence_labeling/schemes.py)."""
-    p_prefix, p_kind = split_tag(previous) if previous is not None else ("O", None)
-    c_prefix, c_kind = split_tag(current)
-    if scheme == "BIO":
-        return c_prefix != "I" or (p_prefix in "BI" and p_kind == c_kind)
-    if scheme == "IOB1":
-        return c_prefix != "B" or (p_prefix in "BI" and p_kind == c_kind)
-    inner = "M" if scheme == "BMES" else "I"
-    if p_prefix in ("B", inner):
-        return c_prefix in (inner, "E") and c_kind == p_kind
-    return c_prefix in ("O", "B", "S")
-
-
-def allowed_end(tag, scheme):
-    return scheme in ("BIO", "IOB1") or split_tag(tag)[0] not in ("B", "M" if scheme == "BMES" else "I")
-
-
 def entity_spans(tags, scheme):
     """``{(type, start, end)}``, seqeval strict mode: a chunk that breaks the scheme is no entity."""
     if scheme not in ("BIO", "BIOES", "BMES"):
@@ -326,18 +320,18 @@ def entity_spans(tags, scheme):
     inner = "M" if scheme == "BMES" else "I"
     spans, i, n = set(), 0, len(tags)
     while i < n:
-        prefix, kind = split_tag(tags[i])
+        prefix, kind = SCHEMES.split_tag(tags[i])
         if prefix == "S" and scheme != "BIO":
             spans.add((kind, i, i + 1))
         elif prefix == "B":
             j = i + 1
-            while j < n and split_tag(tags[j]) == (inner, kind):
+            while j < n and SCHEMES.split_tag(tags[j]) == (inner, kind):
                 j += 1
             if scheme == "BIO":
                 spans.add((kind, i, j))
                 i = j
                 continue
-            if j < n and split_tag(tags[j]) == ("E", kind):
+            if j < n and SCHEMES.split_tag(tags[j]) == ("E", kind):
                 spans.add((kind, i, j + 1))
                 i = j + 1
                 continue
@@ -345,20 +339,6 @@ def entity_spans(tags, scheme):
             continue
         i += 1
     return spans
-
-
-def windows(piece_counts, budget, overlap):
-    """The toolkit's windows (tasks/sequence_labeling/windows.py): token ranges of at most ``budget`` pieces."""
-    spans, start, total = [], 0, len(piece_counts)
-    while True:
-        end, used = start, 0
-        while end < total and used + piece_counts[end] <= budget:
-            used += piece_counts[end]
-            end += 1
-        spans.append((start, end))
-        if end >= total:
-            return spans
-        start = max(start + 1, end - overlap)
 
 
 class Tagger:
@@ -381,10 +361,9 @@ class Tagger:
             def penalty(ok):  # the scheme's forbidden moves, rebuilt as the toolkit rebuilds them (not saved)
                 return np.where(ok, 0.0, FORBIDDEN) if constrained else np.zeros(np.shape(ok))
 
-            self.trans = crf["transitions"] + penalty(np.array([[allowed(a, b, scheme) for b in labels]
-                                                                 for a in labels]))
-            self.start_penalty = penalty(np.array([allowed(None, b, scheme) for b in labels]))
-            self.end_penalty = penalty(np.array([allowed_end(a, scheme) for a in labels]))
+            trans, start, end = SCHEMES.transition_masks(labels, scheme)
+            self.trans = crf["transitions"] + penalty(trans)
+            self.start_penalty, self.end_penalty = penalty(start), penalty(end)
 
     def tokenize(self, sentences):
         """Windows: ``(input_ids, positions, lengths, owners)``, owner = (sentence, start, end)."""
@@ -395,7 +374,7 @@ class Tagger:
         rows, positions, owners = [], [], []
         for number, tokens in enumerate(sentences):
             pieces = [pieces_of[t] for t in tokens]
-            for start, end in windows([len(p) for p in pieces], self.budget, self.overlap):
+            for start, end in WINDOWS.windows([len(p) for p in pieces], self.budget, self.overlap):
                 ids, pos = [tok.cls_token_id], []
                 for p in pieces[start:end]:
                     pos.append(len(ids))
