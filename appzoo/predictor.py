@@ -82,7 +82,6 @@ class Predictor:
     def _set_up(self, trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
                 precision, quantization, calibration_examples):
         self.bundle, self.engine_name, self.batch_size, self.progress_bar = trained, engine, batch_size, progress_bar
-        self.precision = precision
         if quantization not in engines.QUANTIZATIONS:
             raise ConfigError(f"quantization: {quantization!r} is not a quantization (accepted: "
                               f"{', '.join(engines.QUANTIZATIONS)})")

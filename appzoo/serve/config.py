@@ -22,8 +22,8 @@ class ServeConfig:
     port: Annotated[int, Key("TCP port to listen on (0: any free port, printed at start)", ge=0, le=65535)] = 8000
     engine: Annotated[Literal[ENGINES], Key(
         "what the models run on: the Paddle model, or the graph exported into <run>/inference/ on Paddle "
-        "Inference (oneDNN on CPU) or ONNX Runtime (the default: the fastest at every batch size and length "
-        "a server sees, docs/deployment.md)", check=_engine_installed)] = "onnxruntime"
+        "Inference (oneDNN on CPU) or ONNX Runtime (the default: the fastest at batch 1, and within 25% of "
+        "Paddle Inference at batch 32; docs/deployment.md)", check=_engine_installed)] = "onnxruntime"
     precision: Annotated[Literal[PRECISIONS], Key(PRECISION_HELP)] = "fp32"
     quantization: Annotated[Literal[QUANTIZATIONS], Key(QUANTIZATION_HELP)] = "dynamic"
     calibration_examples: Annotated[int, Key(CALIBRATION_HELP, ge=1)] = DEFAULT_CALIBRATION
