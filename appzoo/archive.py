@@ -302,6 +302,7 @@ class RunFolder:
     def checkpoint_meta(folder, key_path="trainer.resume"):
         """``(config, trainer state)`` of a checkpoint folder, without its weights."""
         if not os.path.exists(os.path.join(folder, MARKER)):
-            raise ConfigError(f"{key_path}: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
+            raise ConfigError(f"{key_path}: {folder!r} is not a complete checkpoint folder (no {MARKER} marker; "
+                              f"accepted: true, auto, or a checkpoint folder)")
         return (read_json(os.path.join(folder, bundle.CONFIG_FILE), "config of a checkpoint"),
                 read_json(os.path.join(folder, STATE_FILE), "trainer state"))

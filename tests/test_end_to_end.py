@@ -178,3 +178,10 @@ def test_resume_auto_in_a_folder_with_a_run_and_no_checkpoint_refuses_to_start_o
         f"trainer.output_dir: {out!r} already holds a run and no checkpoint to continue it from; choose another "
         f"folder, or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it")
     assert os.path.isdir(os.path.join(out, "best"))
+
+
+def test_a_misspelt_resume_value_is_one_line_naming_what_is_accepted(tmp_path, capsys):
+    assert run(str(tmp_path / "out"), "--set", "trainer.resume=atuo") == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "trainer.resume: 'atuo' is not a complete checkpoint folder (no COMPLETE marker; accepted: true, auto, "
+        "or a checkpoint folder)")
