@@ -4,6 +4,7 @@
     python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --set trainer.epochs=1
     python run_trainer.py --list
     python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --sweep model.loss.name=ce,focal --seeds 3
+    python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --search 'trainer.learning_rate=log_uniform(1e-5,1e-3)' --trials 20
 """
 import argparse
 import os
@@ -30,6 +31,22 @@ def parse_args(argv):
                              "JSON list; K1,K2=[[a1,a2],[b1,b2]] sets several keys together; runs go to <output_dir>/sweep/<setting>/seed-<seed>/ (see appzoo/sweep/)")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="run every sweep setting with trainer.seed + 0..N-1 (default 1)")
+    parser.add_argument("--search", action="append", nargs="?", const="", metavar="KEY.PATH=RANGE",
+                        help="search hyperparameters with Optuna (repeatable): RANGE is log_uniform(LOW,HIGH), "
+                             "uniform(LOW,HIGH), int(LOW,HIGH) or choice(V1,V2,...); --search alone uses the "
+                             "param file's search section; trials go to <output_dir>/search/ (see appzoo/search/)")
+    parser.add_argument("--trials", type=int, metavar="N", help="--search: trials of the study (search.trials)")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="--search: start no trial after this many seconds (search.timeout_s)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="where --search trials and --sweep runs run: this process (default), or Ray "
+                             "tasks (pip install 'ray[default]'; see appzoo/ray_backend.py)")
+    parser.add_argument("--address", metavar="HOST:PORT",
+                        help="--backend ray: join this Ray cluster (default: start one on this machine)")
+    parser.add_argument("--cpus-per-trial", type=float, default=1, metavar="N",
+                        help="--backend ray: CPUs (and paddle threads) of each trial or run (default 1)")
+    parser.add_argument("--gpus-per-trial", type=float, default=0, metavar="N",
+                        help="--backend ray: GPUs of each trial or run (default 0)")
     parser.add_argument("--describe", metavar="TARGET",
                         help="print the keys of trainer, dataset_reader, encoder, serve, model.NAME, reader.NAME or "
                              "loss.NAME: type, default, range and help (all: docs/params.md, as markdown)")
@@ -103,13 +120,26 @@ def main(argv=None):
             from appzoo.serve.__main__ import run_param_file
 
             return run_param_file(config)
+        if args.search is not None:
+            if args.sweep or args.seeds is not None:
+                raise UserError("--search and --sweep are two ways to choose settings; give one of them")
+            from appzoo.search import plan_search, run_search
+
+            command = shlex.join(["python", "run_trainer.py", *argv])
+            search = plan_search(config, args.param_path, [s for s in args.search if s], trials=args.trials,
+                                 timeout=args.timeout, do=do, command=command)
+            run_search(search, backend=_backend(args))
+            print(f"search results in {search.root}/search.md")
+            return 0
+        if args.trials is not None or args.timeout is not None:
+            raise UserError("--trials and --timeout belong to --search")
         if args.sweep or args.seeds is not None:
             from appzoo.sweep import plan_sweep, run_sweep
 
             command = shlex.join(["python", "run_trainer.py", *argv])
             seeds = 1 if args.seeds is None else args.seeds
             sweep = plan_sweep(config, args.param_path, args.sweep, seeds, do=do, command=command)
-            run_sweep(sweep)
+            run_sweep(sweep, backend=_backend(args))
             print(f"sweep results in {sweep.root}/sweep.md")
             return 0
         plan = validate(config, args.param_path, do=do)
@@ -126,6 +156,17 @@ def main(argv=None):
             print(f"{split}: {scalars}")
     print(f"outputs in {plan.trainer.output_dir}")
     return 0
+
+
+def _backend(args):
+    """None (this process), or the Ray backend of ``--backend ray`` (checked, not yet connected)."""
+    if args.backend == "local":
+        if args.address is not None:
+            raise UserError("--address joins a Ray cluster; give it with --backend ray")
+        return None
+    from appzoo.ray_backend import Backend
+
+    return Backend(address=args.address, cpus=args.cpus_per_trial, gpus=args.gpus_per_trial)
 
 
 def parse_do(text):

@@ -8,7 +8,7 @@ import re
 from appzoo.errors import ConfigError
 from appzoo.registry import did_you_mean
 
-SECTIONS = ("dataset_reader", "model", "trainer", "serve")
+SECTIONS = ("dataset_reader", "model", "trainer", "serve", "search")
 
 
 def load_param_file(path):

@@ -114,6 +114,11 @@ def _trainer(config, do):
         from appzoo.serve.config import ServeConfig
 
         ServeConfig.from_section(serve)
+    search = config.get("search") or {}
+    if search:  # and a bad search key, before anything runs
+        from appzoo.search.config import SearchConfig
+
+        SearchConfig.from_section(search)
     if trainer.visualdl:
         VisualDLLogger.check_installed()
     if trainer.amp != "off":

@@ -39,8 +39,9 @@ class Prepared:
             self.work_dir = None
 
 
-def run(plan):
-    """Execute a validated plan; returns the metrics dict written to metrics.json."""
+def run(plan, callbacks=()):
+    """Execute a validated plan; returns the metrics dict written to metrics.json. ``callbacks``: more
+    :class:`~appzoo.callbacks.Callback` s for the trainer (a search's report to its trial)."""
     started = time.time()
     _set_up(plan)
     folder = RunFolder(plan.trainer.output_dir)
@@ -52,13 +53,13 @@ def run(plan):
         prepared = prepare(plan)
         try:
             if not is_main:
-                return _modes(plan, prepared, folder, resume_from, started)
-            return _main_rank(plan, prepared, folder, resume_from, started)
+                return _modes(plan, prepared, folder, resume_from, started, callbacks)
+            return _main_rank(plan, prepared, folder, resume_from, started, callbacks)
         finally:
             prepared.cleanup()
 
 
-def _main_rank(plan, prepared, folder, resume_from, started):
+def _main_rank(plan, prepared, folder, resume_from, started, callbacks):
     """Run the modes in the locked run folder, putting an older run back when the new one saved nothing."""
     folder.lock()
     try:
@@ -68,7 +69,7 @@ def _main_rank(plan, prepared, folder, resume_from, started):
         if "train" in plan.do and not resume_from:
             folder.replace_run()
         try:
-            return _modes(plan, prepared, folder, resume_from, started)
+            return _modes(plan, prepared, folder, resume_from, started, callbacks)
         except BaseException as error:
             if folder.rollback_replace() and isinstance(error, Interrupted):
                 raise Interrupted(error.signum, f"{error.signal_name}: stopped before the new run saved "
@@ -167,11 +168,12 @@ def _short(value, width=60):
 
 
 # ----------------------------------------------------------------------- modes
-def _modes(plan, prepared, folder, resume_from, started):
+def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
     from appzoo.trainer import Trainer
 
     cfg, p, trained = plan.trainer, prepared, prepared.bundle
-    trainer = Trainer(trained, cfg, (plan.metric, plan.greater), _callbacks(plan, folder), started)
+    trainer = Trainer(trained, cfg, (plan.metric, plan.greater), [*_callbacks(plan, folder), *callbacks],
+                      started)
     metrics = {}
     if "audit" in plan.do:
         _audit(plan, p, folder, trainer.is_main)

@@ -142,15 +142,14 @@ def _check_same_settings(folder, plan):
 
 
 # ------------------------------------------------------------------- running
-def run_sweep(sweep):
+def run_sweep(sweep, backend=None):
     """Run what is not done yet; returns the summary written to sweep.json.
 
     Each run's state is read again just before it starts, and a run whose
     folder another live process holds is left to it, so the same sweep command
     started in two terminals shares the runs (two workers); the last one to
-    finish writes the complete results."""
-    from appzoo import runner
-
+    finish writes the complete results. ``backend``: None (the runs one after
+    another in this process) or a :class:`appzoo.ray_backend.Backend`."""
     todo = [r for r in sweep.runs if r.state not in ENDED]
     if len(todo) < len(sweep.runs):
         diverged = sum(r.state == "diverged" for r in sweep.runs)
@@ -160,39 +159,55 @@ def run_sweep(sweep):
     bar = progress(total=len(sweep.runs), initial=len(sweep.runs) - len(todo), desc="sweep", unit="run",
                    disable=not enabled)
     elsewhere = []
-    try:
-        for r in todo:
-            holder = RunFolder(r.folder).in_use()
-            if holder is None:
-                state = run_state(r.folder, r.plan.do)
-                if state in ENDED:
-                    note(f"sweep: {r.setting.name} seed {r.seed} was ended by another worker; skipped")
-                    bar.update(1)
-                    continue
-                if state != r.state:  # another worker started it and stopped: resume or redo its folder
-                    r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
-                note(f"sweep: {'resuming' if r.state == 'resume' else 'running'} {r.setting.name} seed {r.seed} "
-                     f"-> {r.folder}")
-                try:
-                    runner.run(r.plan)
-                except FolderInUse:  # taken between the check and the lock
-                    holder = "another run"
-                except DivergedError as error:
-                    files.write_json(os.path.join(r.folder, DIVERGED_FILE), {"seed": r.seed, "error": str(error)})
-                    note(f"sweep: {r.setting.name} seed {r.seed} diverged ({error}); recorded in its "
-                         f"{DIVERGED_FILE}, and the sweep goes on")
-                if holder is None:
-                    bar.update(1)
-                    write_results(sweep)
-                    continue
+
+    def ended(r, holder=None):
+        if holder is None:
+            bar.update(1)
+            write_results(sweep)
+        else:
             note(f"sweep: {r.setting.name} seed {r.seed} is held by {holder}; left to it")
             elsewhere.append(r)
+
+    try:
+        if backend is None:
+            for r in todo:
+                ended(r, run_one(sweep, r))
+        else:
+            backend.run_runs(sweep, todo, ended)
     finally:
         bar.close()
     if elsewhere:
         note(f"sweep: {len(elsewhere)} run(s) were left to another worker; the results are complete once it "
              f"finishes (or run this command again)")
     return write_results(sweep)
+
+
+def run_one(sweep, r):
+    """Run ``r`` unless another worker holds or ended it; returns None, or who holds its folder."""
+    from appzoo import runner
+
+    holder = RunFolder(r.folder).in_use()
+    if holder is not None:
+        return holder
+    state = run_state(r.folder, r.plan.do)
+    if state in ENDED:
+        note(f"sweep: {r.setting.name} seed {r.seed} was ended by another worker; skipped")
+        return None
+    if state != r.state:  # another worker started it and stopped: resume or redo its folder
+        threads = r.plan.trainer.num_threads
+        r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
+        r.plan.trainer.num_threads = threads
+    note(f"sweep: {'resuming' if r.state == 'resume' else 'running'} {r.setting.name} seed {r.seed} "
+         f"-> {r.folder}")
+    try:
+        runner.run(r.plan)
+    except FolderInUse:  # taken between the check and the lock
+        return "another run"
+    except DivergedError as error:
+        files.write_json(os.path.join(r.folder, DIVERGED_FILE), {"seed": r.seed, "error": str(error)})
+        note(f"sweep: {r.setting.name} seed {r.seed} diverged ({error}); recorded in its "
+             f"{DIVERGED_FILE}, and the sweep goes on")
+    return None
 
 
 def write_results(sweep):

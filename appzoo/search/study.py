@@ -1,0 +1,372 @@
+"""A search: planned (every range checked) before the first trial, then trials run until the study has
+``search.trials`` of them, by one worker or several, on this machine or as Ray tasks.
+
+The study is Optuna's, stored in SQLite (``<output_dir>/search/study.db``). Each worker holds a lock
+file in ``search/workers/`` for its life and names it on each trial it starts, so a trial left running
+by a worker that is gone (killed, or the machine lost) is known at once: it is marked failed and its
+settings are queued again, to continue from its folder's last checkpoint (``trainer.resume: auto``).
+Starting trials and counting them happen under one file lock (``search/.study.lock``), so two workers
+on one folder never start more trials than asked, and never the same queued trial twice.
+"""
+import contextlib
+import copy
+import dataclasses
+import fcntl
+import json
+import os
+import socket
+import time
+from typing import List, Optional
+
+from appzoo import callbacks as cb
+from appzoo import files
+from appzoo.errors import ConfigError, DivergedError, Interrupted, UserError
+from appzoo.progress import note
+from appzoo.search.config import SearchConfig
+from appzoo.search.space import Dimension, parse_specs
+from appzoo.sweep.settings import set_key
+from appzoo.sweep.summary import DIVERGED_FILE
+
+STUDY_NAME = "search"
+STUDY_FILE = "study.db"
+OPTUNA_TESTED = "5.0.0"
+
+
+@dataclasses.dataclass
+class Search:
+    root: str  # <output_dir>/search
+    base: dict  # the param tree of every trial before its settings (no search section)
+    settings: SearchConfig
+    dimensions: List[Dimension]
+    metric: str  # the dev metric the trials are judged on (trainer.metric_for_best)
+    greater: bool
+    baseline: dict  # {key: the value the param file itself gives}
+    param_path: str = "<param file>"
+    command: Optional[str] = None
+
+    @property
+    def storage_url(self):
+        return f"sqlite:///{os.path.abspath(os.path.join(self.root, STUDY_FILE))}"
+
+    def trial_folder(self, number):
+        return os.path.join(self.root, f"trial-{number:04d}")
+
+    def trial_config(self, overrides, folder, threads=None):
+        config = copy.deepcopy(self.base)
+        for key, value in overrides.items():
+            set_key(config, key, value)
+        trainer = config.setdefault("trainer", {})
+        trainer.update(output_dir=folder, resume="auto", overwrite_output_dir=True, do=["train"])
+        if threads and not trainer.get("num_threads"):
+            trainer["num_threads"] = threads
+        return config
+
+
+def check_installed():
+    import importlib.util
+
+    if importlib.util.find_spec("optuna") is None:
+        raise ConfigError(f"--search needs the optuna package: pip install optuna=={OPTUNA_TESTED}")
+
+
+# ------------------------------------------------------------------ planning
+def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, command=None):
+    """Check the search section, the space and every range's ends against the param file; writes nothing."""
+    from appzoo.plan import validate
+    from appzoo.resolve import _MISSING
+
+    check_installed()
+    if do is not None and "train" not in do:
+        raise ConfigError(f"--search: a search trains; --do {','.join(do)} has no 'train'")
+    section = dict(config.get("search") or {})
+    if trials is not None:
+        section["trials"] = trials
+    if timeout is not None:
+        section["timeout_s"] = timeout
+    settings = SearchConfig.from_section(section)
+    dimensions = parse_specs(specs, settings.space)
+    base = {k: copy.deepcopy(v) for k, v in config.items() if k != "search"}
+    probe = copy.deepcopy(base)
+    probe.setdefault("trainer", {}).update(resume=False, overwrite_output_dir=True, do=None)
+    plan = validate(probe, param_path, do=["train"])
+    if plan.data.dev is None:
+        raise ConfigError("--search: trials are judged on dev; set dataset_reader.dev")
+    for dimension in dimensions:  # each end of each range, each choice: a bad key or value stops here
+        for value in dimension.extremes():
+            trial = copy.deepcopy(probe)
+            set_key(trial, dimension.key, value)
+            try:
+                validate(trial, param_path, do=["train"])
+            except ConfigError as e:
+                raise ConfigError(f"search {dimension.key}={dimension.text}: with {json.dumps(value)}: {e}") \
+                    from None
+    by_key = {d.key: d for d in dimensions}
+    for i, start in enumerate(settings.start_with):
+        for key, value in start.items():
+            if key not in by_key:
+                raise ConfigError(f"search.start_with[{i}].{key}: not a searched key "
+                                  f"(searched: {', '.join(by_key)})")
+            if not by_key[key].contains(value):
+                raise ConfigError(f"search.start_with[{i}].{key}: {json.dumps(value)} is outside "
+                                  f"{by_key[key].text}")
+    baseline = {}
+    for d in dimensions:
+        node = plan.config
+        for part in d.key.split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        baseline[d.key] = None if node is _MISSING else node
+    root = os.path.join(plan.trainer.output_dir, "search")
+    return Search(root, base, settings, dimensions, plan.metric, plan.greater, baseline, param_path, command)
+
+
+# ------------------------------------------------------------- the study
+def _quiet_optuna():
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def sampler(settings, worker_index):
+    import optuna
+
+    seed = None if settings.seed is None else settings.seed + worker_index
+    if settings.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(n_startup_trials=settings.startup_trials, seed=seed, constant_liar=True)
+
+
+def pruner(settings):
+    import optuna
+
+    if settings.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials, n_warmup_steps=0)
+    if settings.pruner == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.NopPruner()
+
+
+def load_study(search, worker_index=0):
+    """The study in ``search.root`` (made on the first start); ConfigError when it searches another
+    space or metric."""
+    import optuna
+
+    _quiet_optuna()
+    settings = search.settings
+    if settings.seed is None:
+        settings = dataclasses.replace(settings, seed=search.base.get("trainer", {}).get("seed", 42))
+    storage = optuna.storages.RDBStorage(search.storage_url, engine_kwargs={"connect_args": {"timeout": 60}})
+    study = optuna.create_study(study_name=STUDY_NAME, storage=storage, load_if_exists=True,
+                                direction="maximize" if search.greater else "minimize",
+                                sampler=sampler(settings, worker_index), pruner=pruner(settings))
+    space = {d.key: d.text for d in search.dimensions}
+    saved = study.user_attrs.get("space")
+    if saved is None:
+        study.set_user_attr("space", space)
+        study.set_user_attr("metric", search.metric)
+        for start in settings.start_with:
+            by_key = {d.key: d for d in search.dimensions}
+            study.enqueue_trial({k: by_key[k].as_param(v) for k, v in start.items()})
+    elif saved != space or study.user_attrs.get("metric") != search.metric:
+        path = os.path.join(search.root, STUDY_FILE)
+        raise ConfigError(f"--search: {path} holds a study of {study.user_attrs.get('metric')} over "
+                          f"{json.dumps(saved)}; this search is of {search.metric} over {json.dumps(space)}; "
+                          f"search the same space to continue it, or set trainer.output_dir to another folder")
+    return study
+
+
+class Worker:
+    """This process's lock file in ``search/workers/`` (held for its life), and the study lock."""
+
+    def __init__(self, root):
+        self.root = root
+        self.folder = os.path.join(root, "workers")
+        os.makedirs(self.folder, exist_ok=True)
+        with self.study_lock():
+            self.index = len(os.listdir(self.folder))
+            self.name = f"{self.index:03d}-{socket.gethostname()}-{os.getpid()}.lock"
+            self._fd = os.open(os.path.join(self.folder, self.name), os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    @contextlib.contextmanager
+    def study_lock(self):
+        fd = os.open(os.path.join(self.root, ".study.lock"), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def alive(self, name):
+        """Whether the worker of lock file ``name`` still holds it (a dead one's flock went with it)."""
+        if name == self.name:
+            return True
+        try:
+            fd = os.open(os.path.join(self.folder, name), os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock taken just now
+
+    def release(self):
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def requeue_abandoned(study, worker):
+    """Trials left running by a worker that is gone: failed, their settings queued again to continue in
+    the same folder (the new trial's ``continues`` names the old one). Call under the study lock."""
+    from optuna.trial import TrialState
+
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = trial.user_attrs.get("worker")
+        if owner is None or worker.alive(owner):
+            continue
+        study.tell(trial.number, state=TrialState.FAIL)
+        folder = trial.user_attrs.get("folder")
+        study.enqueue_trial(trial.params, user_attrs={"folder": folder, "continues": trial.number})
+        note(f"search: trial {trial.number} was left running by {owner}, which is gone; queued again to "
+             f"continue from {folder}")
+
+
+def continued(trials):
+    """``{number of an abandoned trial: number of the trial that continues it}``."""
+    return {t.user_attrs["continues"]: t.number for t in trials if "continues" in t.user_attrs}
+
+
+def counted(trials):
+    """Trials that count against ``search.trials``: all but those abandoned (their requeued twin counts)."""
+    gone = continued(trials)
+    return [t for t in trials if t.number not in gone]
+
+
+def next_trial(search, study, worker, started):
+    """Start the next trial under the study lock: ``(trial, overrides)``, or ``(None, why)`` when this
+    worker is done."""
+    from optuna.trial import TrialState
+
+    with worker.study_lock():
+        requeue_abandoned(study, worker)
+        trials = study.get_trials(deepcopy=False)
+        waiting = [t for t in trials if t.state == TrialState.WAITING]
+        limit = search.settings.timeout_s
+        if limit is not None and time.time() - started >= limit:
+            return None, f"the time budget of {limit:g} s is spent"
+        if not waiting and len(counted(trials)) >= search.settings.trials:
+            return None, f"the study has its {search.settings.trials} trials"
+        trial = study.ask()
+        overrides = {d.key: d.suggest(trial) for d in search.dimensions}
+        folder = trial.user_attrs.get("folder") or search.trial_folder(trial.number)
+        trial.set_user_attr("folder", folder)
+        trial.set_user_attr("worker", worker.name)
+        return trial, overrides
+
+
+# ------------------------------------------------------------------ a trial
+class ReportToTrial(cb.Callback):
+    """Hands each dev evaluation to the Optuna trial, and stops the training when the pruner says so."""
+
+    def __init__(self, trial):
+        self.trial = trial
+        self.pruned_at = None
+
+    def on_evaluate(self, trainer, metrics):
+        if trainer.metric not in metrics:
+            return  # KeepBest says so, with the metrics there are
+        step = trainer.state.global_step
+        self.trial.report(float(metrics[trainer.metric]), step)
+        if self.trial.should_prune():
+            self.pruned_at = step
+            trainer.state.should_stop = True
+
+
+def run_trial(search, study, trial, overrides, threads=None):
+    """Train one trial in its folder and tell the study how it ended; returns that state's name."""
+    from optuna.trial import TrialState
+
+    from appzoo import runner
+    from appzoo.plan import validate
+
+    folder = trial.user_attrs.get("folder") or search.trial_folder(trial.number)
+    shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in overrides.items())
+    cpu, wall = time.process_time(), time.time()
+
+    def record(state, value=None, **attrs):
+        for key, item in {"cpu_time_s": round(time.process_time() - cpu, 2),
+                          "wall_time_s": round(time.time() - wall, 2), **attrs}.items():
+            trial.set_user_attr(key, item)
+        study.tell(trial, value, state=state)
+        return state.name.lower()
+
+    try:
+        plan = validate(search.trial_config(overrides, folder, threads), search.param_path)
+    except ConfigError as error:  # a combination of values no single range shows (checked ends each alone)
+        note(f"search: trial {trial.number} ({shown}) does not validate: {error}; recorded as failed")
+        return record(TrialState.FAIL, error=str(error))
+    report = ReportToTrial(trial)
+    note(f"search: trial {trial.number}: {shown} -> {folder}")
+    try:
+        metrics = runner.run(plan, callbacks=[report])
+    except DivergedError as error:
+        files.write_json(os.path.join(folder, DIVERGED_FILE), {"trial": trial.number, "error": str(error)})
+        note(f"search: trial {trial.number} diverged ({error}); recorded, and the search goes on")
+        return record(TrialState.FAIL, diverged=str(error))
+    except Interrupted:
+        raise  # left running: the next start sees this worker gone and continues it
+    except UserError as error:
+        record(TrialState.FAIL, error=str(error))
+        raise
+    value = metrics["best"]["value"]
+    attrs = {"steps": metrics["train"]["steps"]}
+    if report.pruned_at is not None:
+        note(f"search: trial {trial.number} pruned at step {report.pruned_at}")
+        return record(TrialState.PRUNED, pruned_at_step=report.pruned_at, best_value=value, **attrs)
+    if value is None:
+        return record(TrialState.FAIL, error="no dev evaluation", **attrs)
+    note(f"search: trial {trial.number} finished: dev {search.metric} {value:.4f}")
+    return record(TrialState.COMPLETE, float(value), **attrs)
+
+
+# ----------------------------------------------------------------- running
+def run_search(search, backend=None):
+    """Run trials until the study has its trials (or this worker's time is spent); then evaluate the
+    best trial on dev and test and write the results. ``backend``: None (trials in this process) or a
+    :class:`appzoo.ray_backend.Backend`."""
+    from appzoo.search import results
+
+    os.makedirs(search.root, exist_ok=True)
+    worker = Worker(search.root)
+    try:
+        with worker.study_lock():
+            study = load_study(search, worker.index)
+        started = time.time()
+        if backend is None:
+            why = _run_here(search, study, worker, started)
+        else:
+            why = backend.run_trials(search, study, worker, started)
+        note(f"search: this worker stops: {why}")
+        summary = results.finish(search, study, worker)
+    finally:
+        worker.release()
+    return summary
+
+
+def _run_here(search, study, worker, started):
+    while True:
+        trial, overrides = next_trial(search, study, worker, started)
+        if trial is None:
+            return overrides
+        run_trial(search, study, trial, overrides)
+        from appzoo.search import results
+
+        results.write(search, study)
