@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 
+from appzoo.env import available_cores
 from appzoo.errors import ConfigError, UserError
 from appzoo.progress import note
 
@@ -46,9 +47,11 @@ class Backend:
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # appzoo/ and tasks/
             path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
             env = {"PYTHONPATH": path, "OMP_NUM_THREADS": str(self.threads)}
+            # a local cluster gets the cores this process may use (Ray would count the machine's)
+            cpus = None if self.address else available_cores()
             try:
-                ray.init(address=self.address, runtime_env={"env_vars": env}, include_dashboard=False,
-                         logging_level="ERROR", log_to_driver=True)
+                ray.init(address=self.address, num_cpus=cpus, runtime_env={"env_vars": env},
+                         include_dashboard=False, logging_level="ERROR", log_to_driver=True)
             except (ConnectionError, ValueError, RuntimeError) as error:
                 raise ConfigError(f"--address {self.address}: cannot join the Ray cluster "
                                   f"({str(error).splitlines()[0][:160]})") from None

@@ -39,6 +39,7 @@ def summarise(search, study):
             "wall_time_s": attrs.get("wall_time_s"), "cpu_time_s": attrs.get("cpu_time_s"),
             "continues": attrs.get("continues"), "continued_by": gone.get(t.number),
             "error": attrs.get("diverged") or attrs.get("error"), "folder": attrs.get("folder"),
+            "worker": attrs.get("worker"),
             "reports": {str(step): value for step, value in sorted(t.intermediate_values.items())},
         })
     finished = [r for r in rows if r["state"] == "finished"]
@@ -178,7 +179,7 @@ def plot(summary, study, path):
     history.set_xlabel("trial")
     history.xaxis.get_major_locator().set_params(integer=True)
     history.set_ylabel(f"dev {summary['metric']}")
-    history.set_title("optimisation history (pruned: the last value reported)", fontsize=10)
+    history.set_title("optimisation history (a pruned trial: its best dev value before it stopped)", fontsize=10)
     history.grid(alpha=0.3)
     scores = _importances(study)
     if scores:

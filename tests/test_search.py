@@ -1,0 +1,246 @@
+"""--search: the ranges, checked before the first trial; pruning and divergence; a study killed with
+SIGKILL and continued by two workers at once; trials as Ray tasks (appzoo/search/, appzoo/ray_backend.py)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from appzoo.search.space import parse_dimension
+from conftest import read_json
+
+EXAMPLE = "examples/cls_ernie_fc_ch.json"
+TRIAL = {"max_steps": 30, "eval_steps": 10, "logging_steps": 10, "progress_bar": False, "plots": False}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def param_file(tmp_path, search=None, name="params.json", **trainer):
+    """The classification example, trained TRIAL's few steps into tmp_path/out, with ``search``."""
+    config = read_json(EXAMPLE)
+    config["trainer"].update(output_dir=str(tmp_path / "out"), **{**TRIAL, **trainer})
+    if search is not None:
+        config["search"] = search
+    path = tmp_path / name
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+def main(*argv):
+    import run_trainer
+
+    return run_trainer.main(list(argv))
+
+
+# ---- ranges
+def test_each_kind_of_range_parses_and_says_what_it_holds():
+    lr = parse_dimension("trainer.learning_rate", "log_uniform(1e-5, 1e-3)", "w")
+    assert (lr.kind, lr.low, lr.high) == ("log_uniform", 1e-5, 1e-3)
+    assert lr.contains(1e-4) and not lr.contains(1e-2) and not lr.contains("0.001") and not lr.contains(True)
+    steps = parse_dimension("trainer.warmup_steps", "int(0, 50)", "w")
+    assert steps.extremes() == [0, 50] and steps.contains(7) and not steps.contains(7.5)
+    loss = parse_dimension("model.loss", 'choice({"name": "focal", "gamma": 1}, {"name": "ce"})', "w")
+    assert loss.choices == ({"name": "focal", "gamma": 1}, {"name": "ce"}) and not loss.plain()
+    assert loss.optuna_choices() == ['{"gamma": 1, "name": "focal"}', '{"name": "ce"}']
+    plain = parse_dimension("trainer.sampler", "choice(random, balanced, null)", "w")
+    assert plain.choices == ("random", "balanced", None) and plain.plain()
+
+
+BAD = [
+    (["--search", "trainer.learning_rate=log_uniform(1e-3,1e-5)"],
+     "--search 'trainer.learning_rate=log_uniform(1e-3,1e-5)': LOW must be below HIGH, got log_uniform(1e-3, 1e-5)"),
+    (["--search", "trainer.learning_rate=log_uniform(0,1e-3)"],
+     "--search 'trainer.learning_rate=log_uniform(0,1e-3)': log_uniform needs 0 < LOW, got 0 (use uniform for a "
+     "range from 0)"),
+    (["--search", "trainer.learning_rate=loguniform(1e-5,1e-3)"],
+     "--search 'trainer.learning_rate=loguniform(1e-5,1e-3)': 'loguniform' is not a kind of range; did you mean "
+     "'log_uniform'? (accepted: log_uniform, uniform, int, choice)"),
+    (["--search", "trainer.batch_size=int(8,sixty)"],
+     "--search 'trainer.batch_size=int(8,sixty)': int takes numbers, got 'sixty'"),
+    (["--search", "trainer.learnin_rate=log_uniform(1e-5,1e-3)"],
+     "search trainer.learnin_rate=log_uniform(1e-5,1e-3): with 1e-05: trainer.learnin_rate: unknown key for "
+     "'trainer'; did you mean 'learning_rate'?"),
+    (["--search", "trainer.warmup_proportion=uniform(0,1.5)"],
+     "search trainer.warmup_proportion=uniform(0,1.5): with 1.5: trainer.warmup_proportion: must be in [0, 1), "
+     "got 1.5"),
+    (["--search", "model.loss.name=choice(ce,focall)"],
+     "search model.loss.name=choice(ce,focall): with \"focall\": model.loss.name: 'focall' is not a registered "
+     "loss; did you mean 'focal'?"),
+    (["--search", "trainer.output_dir=choice(a,b)"],
+     "--search 'trainer.output_dir=choice(a,b)': trainer.output_dir is set by the search for each trial (the "
+     "trials go under trainer.output_dir/search/)"),
+    (["--search", "serve.port=int(1,9)"],
+     "--search 'serve.port=int(1,9)': serve: not a section a search can vary (accepted: dataset_reader, model, "
+     "trainer)"),
+    (["--search"], "--search: no search space: give --search KEY=SPACE (e.g. --search "
+                   "trainer.learning_rate=log_uniform(1e-5,1e-3)) or a search.space section in the param file"),
+    (["--search", "trainer.learning_rate=log_uniform(1e-5,1e-3)", "--trials", "0"],
+     "search.trials: must be >= 1, got 0"),
+    (["--trials", "3"], "--trials and --timeout belong to --search"),
+    (["--search", "trainer.seed=int(1,3)", "--sweep", "trainer.seed=1,2"],
+     "--search and --sweep are two ways to choose settings; give one of them"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD, ids=[m[:40] for _, m in BAD])
+def test_a_bad_search_is_one_line_before_any_trial(argv, message, tmp_path, capsys):
+    path = param_file(tmp_path)
+    assert main("--param_path", path, *argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: {message}") or err.startswith(f"error: {message}"), err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_search_section_is_named_by_its_key_path_when_any_run_is_planned(tmp_path, capsys):
+    path = param_file(tmp_path, search={"trails": 5})
+    assert main("--param_path", path) == 2  # a plain run, not --search
+    assert capsys.readouterr().err == (f"error: {path}: search.trails: unknown key for 'search'; did you mean "
+                                       f"'trials'? (accepted: pruner, sampler, seed, space, start_with, "
+                                       f"startup_trials, timeout_s, trials)\n")
+    path = param_file(tmp_path, search={"space": {"trainer.learning_rate": "uniform(1e-4, 1e-3)"},
+                                        "start_with": [{"trainer.learning_rate": 0.01}]})
+    assert main("--param_path", path, "--search") == 2
+    assert capsys.readouterr().err == (f"error: {path}: search.start_with[0].trainer.learning_rate: 0.01 is "
+                                       f"outside uniform(1e-4, 1e-3)\n")
+
+
+# ---- one worker: pruning, divergence, the results
+def test_pruning_stops_a_plainly_bad_learning_rate_and_a_diverged_trial_is_recorded(tmp_path, capsys):
+    """Trial 0 (a good rate) finishes; trial 1's rate of 20 leaves it at chance and the median pruner
+    stops it before its last step; trial 2's rate of 1e12 makes the loss NaN: recorded, not fatal."""
+    rates = [0.005, 20.0, 1e12]
+    path = param_file(tmp_path, search={
+        "space": {"trainer.learning_rate": "choice(0.005, 20.0, 1e12)"}, "trials": 3, "startup_trials": 1,
+        "start_with": [{"trainer.learning_rate": r} for r in rates]})
+    assert main("--param_path", path, "--search") == 0
+    root = tmp_path / "out" / "search"
+    summary = read_json(root / "search.json")
+    states = [(t["trial"], t["params"]["trainer.learning_rate"], t["state"]) for t in summary["trials"]]
+    assert states == [(0, 0.005, "finished"), (1, 20.0, "pruned"), (2, 1e12, "diverged")]
+    good, bad, nan = summary["trials"]
+    assert good["steps"] == TRIAL["max_steps"] and list(good["reports"]) == ["10", "20", "30"]
+    assert bad["pruned_at_step"] < TRIAL["max_steps"] and bad["steps"] == bad["pruned_at_step"]
+    assert float(bad["reports"][str(bad["pruned_at_step"])]) < good["reports"][str(bad["pruned_at_step"])]
+    assert "not finite" in nan["error"] and (root / "trial-0002" / "diverged.json").exists()
+    # the best trial, chosen on dev, evaluated on test; its settings a complete param file
+    best = summary["best"]
+    assert best["trial"] == 0 and best["value"] == good["value"] and "macro_f1" in best["test"]
+    assert read_json(root / "trial-0000" / "metrics.json")["test"]["macro_f1"] == best["test"]["macro_f1"]
+    params = read_json(root / "best-params.json")
+    assert params["trainer"]["learning_rate"] == 0.005 and "search" not in params
+    from appzoo.plan import validate
+
+    assert validate(params).trainer.output_dir == str(root / "best-run")
+    assert "--sweep" in summary["confirm"] and "best-params.json" in summary["confirm"]
+    text = (root / "search.md").read_text(encoding="utf-8")
+    assert "## Best trial: 0" in text and "pruned at step" in text and "| 2 | diverged |" in text
+    assert (root / "search.png").stat().st_size > 10_000
+    out = "".join(capsys.readouterr())
+    assert "search: trial 1 pruned at step" in out and "search: trial 2 diverged" in out
+
+
+def test_the_same_search_again_continues_the_study_and_another_space_is_refused(tmp_path, capsys):
+    space = ["--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)"]
+    path = param_file(tmp_path, max_steps=10, eval_steps=5)
+    assert main("--param_path", path, *space, "--trials", "1") == 0
+    assert main("--param_path", path, *space, "--trials", "2") == 0  # one more trial, not two
+    trials = read_json(tmp_path / "out" / "search" / "search.json")["trials"]
+    assert [t["state"] for t in trials] == ["finished", "finished"]
+    capsys.readouterr()
+    assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-4,1e-2)") == 2
+    db = tmp_path / "out" / "search" / "study.db"
+    assert capsys.readouterr().err == (
+        f"error: --search: {db} holds a study of macro_f1 over {{\"trainer.learning_rate\": "
+        f"\"log_uniform(1e-3,1e-2)\"}}; this search is of macro_f1 over {{\"trainer.learning_rate\": "
+        f"\"log_uniform(1e-4,1e-2)\"}}; search the same space to continue it, or set trainer.output_dir to "
+        f"another folder\n")
+
+
+# ---- several workers
+def _search(path, trials, log):
+    return subprocess.Popen([sys.executable, "run_trainer.py", "--param_path", path, "--search",
+                             "trainer.learning_rate=log_uniform(1e-3,1e-2)", "--trials", str(trials)],
+                            stdout=log, stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
+
+
+def _wait_for(predicate, what, process, deadline_s=240):
+    deadline = time.time() + deadline_s
+    while not predicate():
+        assert process.poll() is None, f"the search ended before {what}"
+        assert time.time() < deadline, f"no {what} in {deadline_s} s"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_search_killed_with_sigkill_is_continued_by_two_workers_without_running_a_trial_twice(tmp_path):
+    """Worker A is killed (SIGKILL) while its trial 1 trains, past a checkpoint. Two workers, B and C,
+    started at once with the same command, continue the study: trial 1 is queued again and continues from
+    its checkpoint in its own folder; the study ends with exactly its 4 trials, each run by one worker."""
+    path = param_file(tmp_path, max_steps=40, eval_steps=5)
+    root = tmp_path / "out" / "search"
+    checkpoints = root / "trial-0001" / "checkpoints"
+    with open(tmp_path / "a.log", "wb") as log:
+        a = _search(path, 4, log)
+        try:
+            _wait_for(lambda: checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
+                      "checkpoint of trial 1", a)
+            killed_at = max(int(p.name[5:]) for p in checkpoints.iterdir() if p.name.startswith("step-"))
+        finally:
+            os.killpg(a.pid, signal.SIGKILL)
+            a.wait()
+    logs = [open(tmp_path / f"{name}.log", "wb") for name in "bc"]
+    try:
+        workers = [_search(path, 4, log) for log in logs]
+        codes = [w.wait(timeout=300) for w in workers]
+    finally:
+        for log in logs:
+            log.close()
+    output = "".join((tmp_path / f"{name}.log").read_text(errors="replace")[-3000:] for name in "bc")
+    assert codes == [0, 0], output
+    summary = read_json(root / "search.json")
+    trials = {t["trial"]: t for t in summary["trials"]}
+    abandoned = trials[1]
+    assert abandoned["state"] == "abandoned", output
+    twin = trials[abandoned["continued_by"]]
+    assert twin["continues"] == 1 and twin["folder"] == abandoned["folder"] and twin["state"] == "finished"
+    assert twin["params"] == abandoned["params"]
+    # it continued from the checkpoint: it evaluated only the steps after it, and its log has no step twice
+    assert min(int(step) for step in twin["reports"]) > killed_at
+    from conftest import read_jsonl
+
+    steps = [row["step"] for row in read_jsonl(os.path.join(twin["folder"], "train_log.jsonl")) if "loss" in row]
+    assert len(steps) == len(set(steps)) and max(steps) == twin["steps"]
+    # the study has its 4 trials, none run twice, the three after the kill shared by B and C
+    counted = [t for t in summary["trials"] if t["state"] != "abandoned"]
+    assert len(counted) == 4 and all(t["state"] == "finished" for t in counted)
+    assert len({t["folder"] for t in counted}) == 4
+    after = [t for t in counted if t["trial"] > 1]
+    assert len({t["worker"] for t in after}) == 2, [(t["trial"], t["worker"]) for t in after]
+    assert summary["best"]["test"]
+
+
+# ---- Ray
+@pytest.mark.slow
+def test_ray_runs_two_trials_and_a_sweep_as_tasks_on_a_local_cluster_of_two_cpus(tmp_path):
+    """A local Ray cluster of this machine's cores (2 in CI; one paddle thread per task): a search of 2
+    trials, then a sweep of 2 runs; each trial or run in a Ray worker process, not in the driver."""
+    path = param_file(tmp_path, max_steps=10, eval_steps=5)
+    script = (
+        "import sys, run_trainer\n"
+        "base = ['--param_path', sys.argv[1], '--backend', 'ray', '--cpus-per-trial', '1']\n"
+        "assert run_trainer.main([*base, '--search', 'trainer.learning_rate=log_uniform(1e-3,1e-2)',"
+        " '--trials', '2']) == 0\n"
+        "assert run_trainer.main([*base, '--sweep', 'model.loss.name=ce,focal']) == 0\n")
+    done = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=400,
+                          env=ENV)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    search = read_json(tmp_path / "out" / "search" / "search.json")
+    assert [t["state"] for t in search["trials"]] == ["finished", "finished"]
+    sweep = read_json(tmp_path / "out" / "sweep" / "sweep.json")
+    assert [s["setting"] for s in sweep["settings"]] == ["loss.name=ce", "loss.name=focal"]
+    # the trials' and runs' lines come from Ray's task processes, prefixed with the task's name
+    assert output.count("(_trial_task pid=") >= 2 and output.count("(_sweep_task pid=") >= 2, output[-4000:]
