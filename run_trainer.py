@@ -48,7 +48,7 @@ def parse_args(argv):
     parser.add_argument("--gpus-per-trial", type=float, default=0, metavar="N",
                         help="--backend ray: GPUs of each trial or run (default 0)")
     parser.add_argument("--describe", metavar="TARGET",
-                        help="print the keys of trainer, dataset_reader, encoder, serve, model.NAME, reader.NAME or "
+                        help="print the keys of trainer, dataset_reader, encoder, serve, search, model.NAME, reader.NAME or "
                              "loss.NAME: type, default, range and help (all: docs/params.md, as markdown)")
     args = parser.parse_args(argv)
     if not args.list and not args.describe and not args.param_path:

@@ -130,6 +130,8 @@ def describe_type(annotation):
     if origin in (list, tuple):
         args = typing.get_args(annotation)
         return f"a list, each {describe_type(args[0])}" if args else "a list"
+    if origin is dict or annotation is typing.Dict:
+        return "an object"
     if annotation is type(None):
         return "null"
     if isinstance(annotation, type):
@@ -174,7 +176,7 @@ def parameters(target, supplied=()):
     parameters the framework passes itself; they are not keys."""
     if inspect.isclass(target) and dataclasses.is_dataclass(target):
         hints = typing.get_type_hints(target, include_extras=True)
-        return {f.name: (inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default),
+        return {f.name: (inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=_field_default(f)),
                          hints[f.name]) for f in dataclasses.fields(target) if f.name not in supplied}
     funcs = [c.__init__ for c in target.__mro__ if "__init__" in vars(c) and c is not object] \
         if inspect.isclass(target) else [target]
@@ -188,6 +190,15 @@ def parameters(target, supplied=()):
         if not any(p.kind == p.VAR_KEYWORD for p in signature.values()):
             break
     return params
+
+
+def _field_default(field):
+    """A dataclass field's default (made by its ``default_factory`` when it has one), else _NO_DEFAULT."""
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return _NO_DEFAULT
 
 
 def check_kwargs(target, section, key_path, supplied=(), label=None, also_accepted=()):

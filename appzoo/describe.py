@@ -18,7 +18,7 @@ from appzoo.param_file import load_param_file
 from appzoo.registry import LOSSES, MODELS, READERS, did_you_mean
 
 REGENERATE = "python -m appzoo.describe > docs/params.md"
-TARGETS = ("trainer", "dataset_reader", "encoder", "serve", "model.NAME", "reader.NAME", "loss.NAME")
+TARGETS = ("trainer", "dataset_reader", "encoder", "serve", "search", "model.NAME", "reader.NAME", "loss.NAME")
 
 
 def components(target):
@@ -43,6 +43,10 @@ def components(target):
         from appzoo.serve.config import ServeConfig
 
         return [("serve", "serve", ServeConfig, ())]
+    if target == "search":
+        from appzoo.search.config import SearchConfig
+
+        return [("search", "search", SearchConfig, ())]
     if kind == "model" and name:
         cls = MODELS.get(name, "--describe model")
         return [(f"model.type: {name}", "model", cls, cls.MODEL_ARGS)]
@@ -122,6 +126,7 @@ def markdown():
                 ("Readers", [f"reader.{n}" for n in READERS.names()]),
                 ("model.encoder", ["encoder"]),
                 ("serve", ["serve"]),
+                ("search", ["search"]),
                 ("Models", [f"model.{n}" for n in MODELS.names()]),
                 ("Losses", [f"loss.{n}" for n in LOSSES.names()])]
     for heading, targets in sections:

@@ -9,14 +9,14 @@ runs C / cpus trials at once. The driver (this process) keeps the study's bookke
 trial (:func:`appzoo.search.study.next_trial`), hands its settings to a task, and rewrites the results as
 tasks end; the tasks write into the same output folder, which on a cluster of several machines must be
 a shared file system (as for two workers of one study). Ray is an optional dependency
-(``pip install 'appzoo[ray]'``): a 80 MB wheel most users of one machine never need.
+(``pip install 'appzoo[ray]'``): an 80 MB wheel most users of one machine never need.
 """
 import importlib.util
 import os
 import sys
 
 from appzoo.env import available_cores
-from appzoo.errors import ConfigError, UserError
+from appzoo.errors import UserError
 from appzoo.progress import note
 
 RAY_TESTED = "2.60.0"
@@ -26,11 +26,11 @@ _READY = []  # this worker process has paddle loaded and the components register
 class Backend:
     def __init__(self, address=None, cpus=1, gpus=0):
         if not cpus > 0:
-            raise ConfigError(f"--cpus-per-trial: must be > 0, got {cpus:g}")
+            raise UserError(f"--cpus-per-trial: must be > 0, got {cpus:g}")
         if not gpus >= 0:
-            raise ConfigError(f"--gpus-per-trial: must be >= 0, got {gpus:g}")
+            raise UserError(f"--gpus-per-trial: must be >= 0, got {gpus:g}")
         if importlib.util.find_spec("ray") is None:
-            raise ConfigError(f"--backend ray needs the ray package: pip install 'appzoo[ray]' "
+            raise UserError(f"--backend ray needs the ray package: pip install 'appzoo[ray]' "
                               f"(or pip install ray=={RAY_TESTED})")
         self.address, self.cpus, self.gpus = address, cpus, gpus
         self.started = False
@@ -53,13 +53,13 @@ class Backend:
                 ray.init(address=self.address, num_cpus=cpus, runtime_env={"env_vars": env},
                          include_dashboard=False, logging_level="ERROR", log_to_driver=True)
             except (ConnectionError, ValueError, RuntimeError) as error:
-                raise ConfigError(f"--address {self.address}: cannot join the Ray cluster "
+                raise UserError(f"--address {self.address}: cannot join the Ray cluster "
                                   f"({str(error).splitlines()[0][:160]})") from None
             self.started = True
         cpus = ray.cluster_resources().get("CPU", 0)
         slots = int(cpus // self.cpus)
         if slots < 1:
-            raise ConfigError(f"--cpus-per-trial {self.cpus:g}: the Ray cluster has {cpus:g} CPU(s)")
+            raise UserError(f"--cpus-per-trial {self.cpus:g}: the Ray cluster has {cpus:g} CPU(s)")
         return slots
 
     def close(self):

@@ -244,3 +244,19 @@ def test_ray_runs_two_trials_and_a_sweep_as_tasks_on_a_local_cluster_of_two_cpus
     assert [s["setting"] for s in sweep["settings"]] == ["loss.name=ce", "loss.name=focal"]
     # the trials' and runs' lines come from Ray's task processes, prefixed with the task's name
     assert output.count("(_trial_task pid=") >= 2 and output.count("(_sweep_task pid=") >= 2, output[-4000:]
+
+
+@pytest.mark.parametrize("package, argv, message", [
+    ("optuna", [], "--search needs the optuna package: pip install optuna==5.0.0"),
+    ("ray", ["--backend", "ray"], "--backend ray needs the ray package: pip install 'appzoo[ray]' (or pip install "
+                                  "ray==2.60.0)"),
+])
+def test_a_missing_optional_package_is_one_line(package, argv, message, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+    path = param_file(tmp_path)
+    assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)", *argv) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not (tmp_path / "out").exists()

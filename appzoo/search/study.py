@@ -66,7 +66,7 @@ def check_installed():
     import importlib.util
 
     if importlib.util.find_spec("optuna") is None:
-        raise ConfigError(f"--search needs the optuna package: pip install optuna=={OPTUNA_TESTED}")
+        raise UserError(f"--search needs the optuna package: pip install optuna=={OPTUNA_TESTED}")
 
 
 # ------------------------------------------------------------------ planning
