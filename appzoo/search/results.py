@@ -15,10 +15,19 @@ STATES = {"COMPLETE": "finished", "PRUNED": "pruned", "FAIL": "failed", "RUNNING
           "WAITING": "queued"}
 
 
+def continued(trials):
+    """``{number of an abandoned trial: number of the trial that continues it}``."""
+    return {t.user_attrs["continues"]: t.number for t in trials if "continues" in t.user_attrs}
+
+
+def counted(trials):
+    """Trials that count against ``search.trials``: all but those abandoned (their requeued twin counts)."""
+    gone = continued(trials)
+    return [t for t in trials if t.number not in gone]
+
+
 def summarise(search, study):
     """The study as one dict: the trials in order, the best one, and the counts."""
-    from appzoo.search.study import continued
-
     trials = study.get_trials(deepcopy=False)
     gone = continued(trials)
     rows = []
@@ -232,7 +241,6 @@ def finish(search, study, worker):
     from optuna.trial import TrialState
 
     from appzoo.archive import FolderInUse
-    from appzoo.search.study import counted
 
     summary = write(search, study)
     trials = study.get_trials(deepcopy=False)

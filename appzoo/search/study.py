@@ -22,6 +22,7 @@ from appzoo import callbacks as cb
 from appzoo import files
 from appzoo.errors import ConfigError, DivergedError, Interrupted, UserError
 from appzoo.progress import note
+from appzoo.search import results
 from appzoo.search.config import SearchConfig
 from appzoo.search.space import Dimension, parse_specs
 from appzoo.sweep.settings import set_key
@@ -239,17 +240,6 @@ def requeue_abandoned(study, worker):
              f"continue from {folder}")
 
 
-def continued(trials):
-    """``{number of an abandoned trial: number of the trial that continues it}``."""
-    return {t.user_attrs["continues"]: t.number for t in trials if "continues" in t.user_attrs}
-
-
-def counted(trials):
-    """Trials that count against ``search.trials``: all but those abandoned (their requeued twin counts)."""
-    gone = continued(trials)
-    return [t for t in trials if t.number not in gone]
-
-
 def next_trial(search, study, worker, started):
     """Start the next trial under the study lock: ``(trial, overrides)``, or ``(None, why)`` when this
     worker is done."""
@@ -262,7 +252,7 @@ def next_trial(search, study, worker, started):
         limit = search.settings.timeout_s
         if limit is not None and time.time() - started >= limit:
             return None, f"the time budget of {limit:g} s is spent"
-        if not waiting and len(counted(trials)) >= search.settings.trials:
+        if not waiting and len(results.counted(trials)) >= search.settings.trials:
             return None, f"the study has its {search.settings.trials} trials"
         trial = study.ask()
         overrides = {d.key: d.suggest(trial) for d in search.dimensions}
@@ -342,8 +332,6 @@ def run_search(search, backend=None):
     """Run trials until the study has its trials (or this worker's time is spent); then evaluate the
     best trial on dev and test and write the results. ``backend``: None (trials in this process) or a
     :class:`appzoo.ray_backend.Backend`."""
-    from appzoo.search import results
-
     os.makedirs(search.root, exist_ok=True)
     worker = Worker(search.root)
     try:
@@ -367,6 +355,4 @@ def _run_here(search, study, worker, started):
         if trial is None:
             return overrides
         run_trial(search, study, trial, overrides)
-        from appzoo.search import results
-
         results.write(search, study)
