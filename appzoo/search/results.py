@@ -170,12 +170,17 @@ def plot(summary, study, path):
 
     plt = pyplot()
     fig, (history, importance) = plt.subplots(1, 2, figsize=(12, 4.2))
-    colours = {"finished": "tab:blue", "pruned": "tab:orange", "diverged": "tab:red"}
+    colours = {"finished": "tab:blue", "pruned": "tab:orange", "diverged": "tab:red"}  # failed: as diverged
     best, curve = None, []
     pick = max if summary["direction"] == "maximize" else min
+    from matplotlib.transforms import blended_transform_factory
+
+    bottom = blended_transform_factory(history.transData, history.transAxes)  # x: trial, y: the axis's foot
     for r in summary["trials"]:
         if r["value"] is not None and r["state"] in colours:
             history.plot([r["trial"]], [r["value"]], "o", color=colours[r["state"]], alpha=0.8)
+        elif r["state"] in ("diverged", "failed"):  # no dev value: marked on the axis
+            history.plot([r["trial"]], [0.03], "x", color=colours["diverged"], transform=bottom, markersize=9)
         if r["state"] == "finished":
             best = r["value"] if best is None else pick(best, r["value"])
         if best is not None:
@@ -183,7 +188,8 @@ def plot(summary, study, path):
     if curve:
         history.step(*zip(*curve), where="post", color="tab:green", label="best so far")
     for state, colour in colours.items():
-        history.plot([], [], "o", color=colour, label=state)
+        history.plot([], [], "x" if state == "diverged" else "o", color=colour,
+                     label="diverged or failed (no dev value)" if state == "diverged" else state)
     history.legend(fontsize=8, loc="best")
     history.set_xlabel("trial")
     history.xaxis.get_major_locator().set_params(integer=True)

@@ -230,9 +230,10 @@ def requeue_abandoned(study, worker):
     from optuna.trial import TrialState
 
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = trial.user_attrs.get("worker")
-        if owner is None or worker.alive(owner):
+        owner = trial.user_attrs.get("worker")  # None: its worker died between ask() and naming itself,
+        if owner is not None and worker.alive(owner):  # both under the lock this worker holds now
             continue
+        owner = owner or "a worker"
         study.tell(trial.number, state=TrialState.FAIL)
         folder = trial.user_attrs.get("folder")
         study.enqueue_trial(trial.params, user_attrs={"folder": folder, "continues": trial.number})
