@@ -98,6 +98,39 @@ def crash_after_step(monkeypatch, step):
         monkeypatch.setattr(Trainer, "_train_step", real)
 
 
+# ---- data-parallel runs under paddle.distributed.launch (tests/test_distributed.py, tests/test_cluster.py)
+#: run_trainer.py arguments of the few-step data-parallel runs that must all give one_launcher's run
+LAUNCH_SETTINGS = ["--do", "train,eval,predict", "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2",
+                   "--set", "trainer.logging_steps=2", "--set", "trainer.progress_bar=false",
+                   "--set", "trainer.plots=false"]
+LAUNCH_ENV = {"OMP_NUM_THREADS": "1", "LIBC_FATAL_STDERR_": "1"}  # glibc aborts print to the log, not a tty
+
+
+def check_launch(done, log_dir):
+    """Fail with the launcher's output and its workers' logs unless ``done`` (a CompletedProcess) exited 0."""
+    logs = "".join(p.read_text(errors="replace")[-2000:] for p in sorted(log_dir.glob("workerlog.*")))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + logs
+
+
+@pytest.fixture(scope="session")
+def one_launcher(tmp_path_factory):
+    """The output folder of one launcher of 2 processes running LAUNCH_SETTINGS on the PaddleJob's param file:
+    the run every other launch of them must reproduce. The tests that use it are marked
+    ``xdist_group("one_launcher")``, so that under ``pytest -n`` one worker trains it once."""
+    import subprocess
+
+    from test_deploy import PARAM
+
+    tmp = tmp_path_factory.mktemp("one")
+    out = tmp / "out"
+    (tmp / "tmp").mkdir()
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir", str(tmp / "log"),
+           "run_trainer.py", "--param_path", PARAM, *LAUNCH_SETTINGS, "--set", f"trainer.output_dir={out}"]
+    env = dict(os.environ, **LAUNCH_ENV, TMPDIR=str(tmp / "tmp"))
+    check_launch(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300), tmp / "log")
+    return out
+
+
 @pytest.fixture(scope="session")
 def served_runs(tmp_path_factory):
     """``{task: run folder}`` of a short run of every task the server answers (tests/serving.py), shared by

@@ -4,27 +4,16 @@ which must give the same run, evaluation sharded over the ranks. The two
 launchers run deploy/paddlejob.yaml's container command, configured as the
 Kubeflow operator configures its pods."""
 import json
-import os
 import socket
 import subprocess
-import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow  # launches data-parallel runs
+# launches data-parallel runs; one worker of pytest -n runs them with one_launcher (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("one_launcher")]
 
-from test_deploy import PARAM, paddlejob_pod
-
-SETTINGS = ["--do", "train,eval,predict", "--set", "trainer.max_steps=4", "--set", "trainer.eval_steps=2",
-            "--set", "trainer.logging_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
-ARGS = ["run_trainer.py", "--param_path", PARAM, *SETTINGS]
-ENV_CHANGES = {"OMP_NUM_THREADS": "1", "LIBC_FATAL_STDERR_": "1"}  # glibc aborts print to the log, not a tty
-ENV = dict(os.environ, **ENV_CHANGES)
-
-
-def _check(done, log_dir):
-    logs = "".join(p.read_text(errors="replace")[-2000:] for p in sorted(log_dir.glob("workerlog.*")))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + logs
+from conftest import LAUNCH_ENV, LAUNCH_SETTINGS, check_launch
+from test_deploy import paddlejob_pod
 
 
 def _metrics(out):
@@ -32,18 +21,6 @@ def _metrics(out):
         metrics = json.load(f)
     metrics.pop("wall_time_s")
     return metrics
-
-
-@pytest.fixture(scope="module")
-def one_launcher(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("one")
-    out = tmp / "out"
-    (tmp / "tmp").mkdir()
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir", str(tmp / "log"),
-           *ARGS, "--set", f"trainer.output_dir={out}"]
-    _check(subprocess.run(cmd, env=dict(ENV, TMPDIR=str(tmp / "tmp")), capture_output=True, text=True, timeout=300),
-           tmp / "log")
-    return out
 
 
 def test_two_process_data_parallel_run(one_launcher):
@@ -72,11 +49,12 @@ def test_two_launchers_given_only_the_operators_variables_match_one_launcher_of_
         cmd, env = paddlejob_pod({"PADDLE_MASTER": f"127.0.0.1:{port}", "PADDLE_NNODES": "2",
                                   "PADDLE_JOB_ID": "appzoo-test", "OUTPUT_DIR": str(out),
                                   # pods have folders of their own; these two share the repository
-                                  "PADDLE_LOG_DIR": str(tmp_path / f"log{pod}"), **ENV_CHANGES}, *SETTINGS)
+                                  "PADDLE_LOG_DIR": str(tmp_path / f"log{pod}"), **LAUNCH_ENV}, *LAUNCH_SETTINGS)
         pods.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for pod, launcher in enumerate(pods):
         stdout, stderr = launcher.communicate(timeout=300)
-        _check(subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr), tmp_path / f"log{pod}")
+        check_launch(subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr),
+                     tmp_path / f"log{pod}")
     assert _metrics(out) == _metrics(one_launcher)
     assert (out / "predictions.jsonl").read_bytes() == (one_launcher / "predictions.jsonl").read_bytes()
 
