@@ -227,10 +227,11 @@ def evaluate_on_test(run_folder, test_path, out_folder, threads):
 
 # ------------------------------------------------------------- reporting
 def plot(result, path):
-    import matplotlib
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from appzoo.fonts import pyplot  # the toolkit's fonts, as every plot of it
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(9, 5.2))
     grid, search = result["grid"], result["search"]

@@ -153,7 +153,7 @@ def test_the_same_search_again_continues_the_study_and_another_space_is_refused(
     assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-4,1e-2)") == 2
     db = tmp_path / "out" / "search" / "study.db"
     assert capsys.readouterr().err == (
-        f"error: --search: {db} holds a study of macro_f1 over {{\"trainer.learning_rate\": "
+        f"error: {path}: --search: {db} holds a study of macro_f1 over {{\"trainer.learning_rate\": "
         f"\"log_uniform(1e-3,1e-2)\"}}; this search is of macro_f1 over {{\"trainer.learning_rate\": "
         f"\"log_uniform(1e-4,1e-2)\"}}; search the same space to continue it, or set trainer.output_dir to "
         f"another folder\n")

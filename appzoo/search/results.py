@@ -173,9 +173,7 @@ def plot(summary, study, path):
     colours = {"finished": "tab:blue", "pruned": "tab:orange", "diverged": "tab:red"}  # failed: as diverged
     best, curve = None, []
     pick = max if summary["direction"] == "maximize" else min
-    from matplotlib.transforms import blended_transform_factory
-
-    bottom = blended_transform_factory(history.transData, history.transAxes)  # x: trial, y: the axis's foot
+    bottom = history.get_xaxis_transform()  # x: the trial, y: a share of the axis's height
     for r in summary["trials"]:
         if r["value"] is not None and r["state"] in colours:
             history.plot([r["trial"]], [r["value"]], "o", color=colours[r["state"]], alpha=0.8)
