@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 from appzoo.archive import LOCK_INFO, RunFolder
 from appzoo.bundle import MARKER, MODEL_FILE
 from conftest import LAUNCH_ENV, LAUNCH_SETTINGS, check_launch, read_json, read_jsonl
-from test_deploy import paddlejob_container, paddlejob_pod
+from test_deploy import PARAM, SBATCH, fake_bin, paddlejob_container, paddlejob_pod
 
 # launches data-parallel runs; one worker of pytest -n runs them with one_launcher (tests/conftest.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("one_launcher")]
@@ -235,4 +236,54 @@ def test_a_pod_whose_worker_is_killed_continues_its_run_when_started_again(one_l
     after = (out / "config.json").stat()
     assert (after.st_ino, after.st_mtime_ns) == (config.st_ino, config.st_mtime_ns)
     assert log.read_bytes().startswith(logged)
+    _assert_same_run(out, one_launcher)
+
+
+def _descendants(pid):
+    found, todo = [], [pid]
+    while todo:
+        children = _children(todo.pop())
+        found += children
+        todo += children
+    return found
+
+
+def test_sbatch_starts_a_failed_step_again_and_it_continues_the_run(one_launcher, launch, tmp_path):
+    """deploy/slurm.sbatch on one node of 2 processes (a fake srun runs the step here): the main worker is
+    killed with SIGKILL after checkpoint step 2 of 4; the launcher exits, the script starts the step again
+    (MAX_RESTARTS=1), and trainer.resume=auto continues the run to one_launcher's, bit for bit."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "PADDLE_")) and k not in ("MASTER_PORT", "NPROC_PER_NODE")}
+    env.update(LAUNCH_ENV, SLURM_NNODES="1", SLURM_NODEID="0", SLURM_JOB_ID="7", SLURM_JOB_NODELIST="node-a",
+               NPROC_PER_NODE="2", MAX_RESTARTS="1", PADDLE_LOG_DIR=str(tmp_path / "log"),
+               TMPDIR=str(tmp_path / "tmp"),  # where the killed run leaves its vocabulary
+               PATH=os.pathsep.join([str(fake_bin(tmp_path, ["localhost"])), os.path.dirname(sys.executable),
+                                     os.environ["PATH"]]))
+    (tmp_path / "tmp").mkdir()
+    job = launch(["bash", SBATCH, PARAM, str(out), *LAUNCH_SETTINGS], env, "job")
+    try:
+        checkpoint = out / "checkpoints" / "step-2" / MARKER
+        deadline = time.monotonic() + DEADLINE_S
+        while not checkpoint.exists():
+            assert job.poll() is None, "the job ended before its first checkpoint:\n" + job.output.read_text()
+            assert time.monotonic() < deadline, f"no {checkpoint} after {DEADLINE_S} s"
+            time.sleep(0.01)
+        main = read_json(out / LOCK_INFO)["pid"]
+        assert main in _descendants(job.pid)
+        config, logged = (out / "config.json").stat(), (out / "train_log.jsonl").read_bytes()
+        os.kill(main, signal.SIGKILL)
+        _finish(job, tmp_path / "log", time.monotonic() + DEADLINE_S)
+    finally:
+        for pid in _descendants(job.pid) if job.poll() is None else ():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    said = job.output.read_text(errors="replace")
+    assert "Exit code -9" in said, said[-3000:]  # the launcher passes on its killed worker's end
+    assert "appzoo: the step failed (exit 247); starting it again (1 of 1)" in said, said[-3000:]
+    after = (out / "config.json").stat()  # continued, not started over (see the test above)
+    assert (after.st_ino, after.st_mtime_ns) == (config.st_ino, config.st_mtime_ns)
+    assert (out / "train_log.jsonl").read_bytes().startswith(logged)
     _assert_same_run(out, one_launcher)

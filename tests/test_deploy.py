@@ -1,9 +1,9 @@
 """The cluster recipes in deploy/ checked by their contracts: the PaddleJob's
 shape and container command, and the sbatch script's launcher command (from
 fake SLURM_* variables, a fake scontrol and an srun that runs its command once,
-here) and a one-node run through it. Two pods of the PaddleJob train together
-in tests/test_distributed.py."""
-import json
+here), and its restarts of a failed step. Two pods of the PaddleJob train together
+in tests/test_distributed.py; the runs through both recipes on two hosts and with a killed worker are in
+tests/test_cluster.py."""
 import os
 import stat
 import subprocess
@@ -36,7 +36,7 @@ def paddlejob_pod(operator_env, *run_trainer_args):
     return [*container["command"], *container["args"], "pod", *run_trainer_args], env  # "pod": bash -c's $0
 
 
-def _fake_bin(tmp_path, hosts):
+def fake_bin(tmp_path, hosts):
     """A folder for PATH with an scontrol that lists ``hosts`` and an srun that runs its command once, here
     (and writes its options into ``bin/srun.options``)."""
     bin_dir = tmp_path / "bin"
@@ -44,7 +44,9 @@ def _fake_bin(tmp_path, hosts):
     scripts = {
         "scontrol": "#!/bin/sh\nprintf '%s\\n' " + " ".join(hosts) + "\n",
         # every option the recipe gives srun takes a value: note them in pairs, then run the command
-        "srun": '#!/bin/bash\nwhile [[ $1 == -* ]]; do echo "$1 $2" >> "$0.options"; shift 2; done\nexec "$@"\n',
+        # (FAKE_SRUN_EXIT=N: the step fails with N instead)
+        "srun": '#!/bin/bash\nwhile [[ $1 == -* ]]; do echo "$1 $2" >> "$0.options"; shift 2; done\n'
+                '[[ -n ${FAKE_SRUN_EXIT:-} ]] && exit "$FAKE_SRUN_EXIT"\nexec "$@"\n',
     }
     for name, text in scripts.items():
         (bin_dir / name).write_text(text)
@@ -55,7 +57,7 @@ def _fake_bin(tmp_path, hosts):
 def _sbatch(tmp_path, hosts, slurm_env, *args, timeout=30):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "PADDLE_")) and k not in ("MASTER_PORT", "NPROC_PER_NODE")}
-    path = os.pathsep.join([str(_fake_bin(tmp_path, hosts)), os.path.dirname(sys.executable), env["PATH"]])
+    path = os.pathsep.join([str(fake_bin(tmp_path, hosts)), os.path.dirname(sys.executable), env["PATH"]])
     env.update(slurm_env, PATH=path, SLURM_JOB_NODELIST="node-[a-b]")
     return subprocess.run(["bash", SBATCH, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -124,16 +126,14 @@ def test_sbatch_without_a_param_file_says_how_to_call_it(tmp_path):
     assert done.returncode == 2 and "usage: sbatch" in done.stderr
 
 
-@pytest.mark.slow  # a training run under the launcher
-def test_sbatch_trains_on_one_node(tmp_path):
-    out = tmp_path / "out"
-    env = {"SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_ID": "7",
-           "PADDLE_LOG_DIR": str(tmp_path / "log"),  # the launcher takes it over --log_dir: none in the repo
-           "OMP_NUM_THREADS": "1"}
-    done = _sbatch(tmp_path, ["localhost"], env, PARAM, str(out), "--do", "train",
-                   "--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false",
-                   "--set", "trainer.plots=false", timeout=300)
-    logs = "".join(p.read_text(errors="replace")[-2000:] for p in sorted((tmp_path / "log").glob("workerlog.*")))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + logs
-    with open(out / "metrics.json", encoding="utf-8") as f:
-        assert json.load(f)["train"]["steps"] == 2
+@pytest.mark.parametrize("code, steps", [(1, 3), (247, 3), (2, 1), (143, 1)])
+def test_sbatch_starts_a_failed_step_again_unless_the_input_is_bad_or_it_was_stopped(tmp_path, code, steps):
+    """MAX_RESTARTS=2: a step that fails (1; 247, a worker killed) runs 3 times in all; bad input (2) and a
+    stop asked for (143: SIGTERM, as scancel sends) once. The run itself: tests/test_cluster.py."""
+    env = dict(SLURM_JOB, MAX_RESTARTS="2", FAKE_SRUN_EXIT=str(code))
+    done = _sbatch(tmp_path, ["localhost", "node-b"], env, PARAM, str(tmp_path / "out"))
+    assert done.returncode == code
+    started = (tmp_path / "bin" / "srun.options").read_text().splitlines().count("--nodes 2")
+    assert started == steps
+    again = [f"appzoo: the step failed (exit {code}); starting it again ({i} of 2)" for i in range(1, steps)]
+    assert done.stderr.splitlines() == again
