@@ -171,7 +171,7 @@ def _wait_for(predicate, what, process, deadline_s=240):
     while not predicate():
         assert process.poll() is None, f"the search ended before {what}"
         assert time.time() < deadline, f"no {what} in {deadline_s} s"
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -179,7 +179,7 @@ def test_a_search_killed_with_sigkill_is_continued_by_two_workers_without_runnin
     """Worker A is killed (SIGKILL) while its trial 1 trains, past a checkpoint. Two workers, B and C,
     started at once with the same command, continue the study: trial 1 is queued again and continues from
     its checkpoint in its own folder; the study ends with exactly its 4 trials, each run by one worker."""
-    path = param_file(tmp_path, max_steps=40, eval_steps=5)
+    path = param_file(tmp_path, max_steps=20, eval_steps=5)
     root = tmp_path / "out" / "search"
     checkpoints = root / "trial-0001" / "checkpoints"
     with open(tmp_path / "a.log", "wb") as log:
