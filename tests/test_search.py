@@ -79,6 +79,8 @@ BAD = [
     (["--search", "trainer.learning_rate=log_uniform(1e-5,1e-3)", "--trials", "0"],
      "search.trials: must be >= 1, got 0"),
     (["--trials", "3"], "--trials and --timeout belong to --search"),
+    (["--search", "trainer.seed=int(1,3)", "--set", "trainer.num_threads=1", "--timeout", "-5"],
+     "search.timeout_s: must be > 0, got -5.0"),
     (["--search", "trainer.seed=int(1,3)", "--sweep", "trainer.seed=1,2"],
      "--search and --sweep are two ways to choose settings; give one of them"),
 ]
@@ -92,6 +94,14 @@ def test_a_bad_search_is_one_line_before_any_trial(argv, message, tmp_path, caps
     assert err.startswith(f"error: {path}: {message}") or err.startswith(f"error: {message}"), err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_search_under_the_data_parallel_launcher_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PADDLE_TRAINERS_NUM", "2")
+    assert main("--param_path", param_file(tmp_path), "--search", "trainer.seed=int(1,3)") == 2
+    assert capsys.readouterr().err == ("error: --search runs each trial in one process; start it without "
+                                       "paddle.distributed.launch (two workers of one study: the same command "
+                                       "twice, or --backend ray)\n")
 
 
 def test_a_bad_search_section_is_named_by_its_key_path_when_any_run_is_planned(tmp_path, capsys):

@@ -77,6 +77,9 @@ def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, c
     from appzoo.resolve import _MISSING
 
     check_installed()
+    if int(os.environ.get("PADDLE_TRAINERS_NUM", "1")) > 1:
+        raise UserError("--search runs each trial in one process; start it without paddle.distributed.launch "
+                        "(two workers of one study: the same command twice, or --backend ray)")
     if do is not None and "train" not in do:
         raise ConfigError(f"--search: a search trains; --do {','.join(do)} has no 'train'")
     section = dict(config.get("search") or {})
