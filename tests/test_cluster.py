@@ -204,13 +204,7 @@ def test_a_pod_whose_worker_is_killed_continues_its_run_when_started_again(one_l
                              *LAUNCH_SETTINGS)
     (tmp_path / "tmp").mkdir()
     first = launch(cmd, env, "start1")
-    checkpoint = out / "checkpoints" / "step-2" / MARKER
-    deadline = time.monotonic() + DEADLINE_S
-    while not checkpoint.exists():
-        assert first.poll() is None, "the run ended before its first checkpoint:\n" + first.output.read_text()
-        assert time.monotonic() < deadline, f"no {checkpoint} after {DEADLINE_S} s"
-        time.sleep(0.01)
-    main = read_json(out / LOCK_INFO)["pid"]  # the worker that holds the run folder: rank 0
+    main = _main_worker_after_first_checkpoint(first, out)
     workers = _children(first.pid)
     assert main in workers and len(workers) == 2
     os.kill(main, signal.SIGKILL)
@@ -239,6 +233,18 @@ def test_a_pod_whose_worker_is_killed_continues_its_run_when_started_again(one_l
     _assert_same_run(out, one_launcher)
 
 
+def _main_worker_after_first_checkpoint(process, out):
+    """Wait (polling every 10 ms) for checkpoint step 2 of the run in ``out`` that ``process`` started; the
+    pid of the worker that holds the run folder (rank 0)."""
+    checkpoint = out / "checkpoints" / "step-2" / MARKER
+    deadline = time.monotonic() + DEADLINE_S
+    while not checkpoint.exists():
+        assert process.poll() is None, "the run ended before its first checkpoint:\n" + process.output.read_text()
+        assert time.monotonic() < deadline, f"no {checkpoint} after {DEADLINE_S} s"
+        time.sleep(0.01)
+    return read_json(out / LOCK_INFO)["pid"]
+
+
 def _descendants(pid):
     found, todo = [], [pid]
     while todo:
@@ -263,13 +269,7 @@ def test_sbatch_starts_a_failed_step_again_and_it_continues_the_run(one_launcher
     (tmp_path / "tmp").mkdir()
     job = launch(["bash", SBATCH, PARAM, str(out), *LAUNCH_SETTINGS], env, "job")
     try:
-        checkpoint = out / "checkpoints" / "step-2" / MARKER
-        deadline = time.monotonic() + DEADLINE_S
-        while not checkpoint.exists():
-            assert job.poll() is None, "the job ended before its first checkpoint:\n" + job.output.read_text()
-            assert time.monotonic() < deadline, f"no {checkpoint} after {DEADLINE_S} s"
-            time.sleep(0.01)
-        main = read_json(out / LOCK_INFO)["pid"]
+        main = _main_worker_after_first_checkpoint(job, out)
         assert main in _descendants(job.pid)
         config, logged = (out / "config.json").stat(), (out / "train_log.jsonl").read_bytes()
         os.kill(main, signal.SIGKILL)
