@@ -318,7 +318,21 @@ def book(tables, recipes=True):
                                    keep=bool(sweep.get("command")))
     if recipes:
         lines += recipes_section()
+        lines += kept_sections()
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+KEPT_SECTIONS = os.path.join("benchmarks", "results")
+
+
+def kept_sections(folder=KEPT_SECTIONS):
+    """The sections other benchmark scripts write beside their results (``benchmarks/results/*.md``, each
+    starting with its ``##`` heading; ``search_vs_grid.py`` writes one), as they are, in name order."""
+    lines = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.md"))):
+        with open(path, encoding="utf-8") as f:
+            lines += ["", f.read().strip(), ""]
+    return lines
 
 
 def main(argv=None):

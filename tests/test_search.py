@@ -270,3 +270,29 @@ def test_a_missing_optional_package_is_one_line(package, argv, message, tmp_path
     assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)", *argv) == 2
     assert capsys.readouterr().err == f"error: {message}\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_trial_is_never_pruned_at_its_last_evaluation():
+    """Stopping at the last evaluation saves nothing and would drop a finished model from the choice of best
+    (seen in the TNEWS benchmark); before it, the pruner's word stops the training."""
+    import types
+
+    from appzoo.search.study import ReportToTrial
+
+    class Trial:  # a pruner that always says stop
+        def __init__(self):
+            self.reports = []
+
+        def report(self, value, step):
+            self.reports.append((step, value))
+
+        def should_prune(self):
+            return True
+
+    for step, pruned in ((40, True), (160, False)):
+        state = types.SimpleNamespace(global_step=step, total_steps=160, should_stop=False)
+        trainer = types.SimpleNamespace(metric="macro_f1", state=state)
+        callback = ReportToTrial(Trial())
+        callback.on_evaluate(trainer, {"macro_f1": 0.25})
+        assert callback.trial.reports == [(step, 0.25)]
+        assert (state.should_stop, callback.pruned_at) == ((True, step) if pruned else (False, None))

@@ -279,6 +279,8 @@ class ReportToTrial(cb.Callback):
             return  # KeepBest says so, with the metrics there are
         step = trainer.state.global_step
         self.trial.report(float(metrics[trainer.metric]), step)
+        if step >= trainer.state.total_steps:
+            return  # the last evaluation: stopping now saves nothing, and the trial has finished
         if self.trial.should_prune():
             self.pruned_at = step
             trainer.state.should_stop = True
