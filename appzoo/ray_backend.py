@@ -33,14 +33,15 @@ class Backend:
             raise UserError(f"--backend ray needs the ray package: pip install 'appzoo[ray]' "
                               f"(or pip install ray=={RAY_TESTED})")
         self.address, self.cpus, self.gpus = address, cpus, gpus
-        self.started = False
 
     @property
     def threads(self):
         return max(1, int(self.cpus))
 
     def connect(self):
-        """Join ``--address``, or start a local cluster; returns how many tasks fit at once."""
+        """Join ``--address``, or start a local cluster; returns how many tasks fit at once. The connection
+        (and a local cluster, with its worker processes that have paddle loaded) stays for the rest of this
+        process, so a second search or sweep from Python reuses it; Ray shuts it down at exit."""
         import ray
 
         if not ray.is_initialized():
@@ -55,19 +56,11 @@ class Backend:
             except (ConnectionError, ValueError, RuntimeError) as error:
                 raise UserError(f"--address {self.address}: cannot join the Ray cluster "
                                   f"({str(error).splitlines()[0][:160]})") from None
-            self.started = True
         cpus = ray.cluster_resources().get("CPU", 0)
         slots = int(cpus // self.cpus)
         if slots < 1:
             raise UserError(f"--cpus-per-trial {self.cpus:g}: the Ray cluster has {cpus:g} CPU(s)")
         return slots
-
-    def close(self):
-        if self.started:
-            import ray
-
-            ray.shutdown()
-            self.started = False
 
     def _remote(self, function):
         import ray
@@ -120,7 +113,7 @@ class Backend:
                         note(f"search: trial {trial.number} failed in its Ray task: {_first_line(error)}")
                     results.write(search, study)
         finally:
-            self.close()
+            _cancel(pending)
 
     # ------------------------------------------------------------- a sweep
     def run_runs(self, sweep, todo, ended):
@@ -140,7 +133,15 @@ class Backend:
                         note(f"sweep: {r.setting.name} seed {r.seed} failed in its Ray task: {_first_line(error)}")
                     ended(r, holder)
         finally:
-            self.close()
+            _cancel(pending)
+
+
+def _cancel(pending):
+    """Stop the tasks still running when the driver stops early (an error, Ctrl-C)."""
+    import ray
+
+    for ref in pending:
+        ray.cancel(ref, force=True)
 
 
 def _first_line(error):
