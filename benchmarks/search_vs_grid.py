@@ -2,6 +2,7 @@
 
     python benchmarks/search_vs_grid.py                       # both arms at once, one thread each
     python benchmarks/search_vs_grid.py --trials 20 --book benchmarks/RESULTS.md
+    python benchmarks/search_vs_grid.py --pruner successive_halving   # one more search arm, added to the results
 
 Issue 21's target, on TNEWS with the tiny encoder trained from scratch (benchmarks/configs/cls_tnews_fc.json):
 a ``--sweep`` grid of learning rate x warm-up x loss x sampler (3 x 2 x 3 x 2 = 36 runs, one seed) against
@@ -18,6 +19,10 @@ arms are measured the same way, start-up and planning included.
 Test: TNEWS has no public test labels, so ``--test-examples`` lines of train, disjoint from the training subset,
 are held out; each arm's chosen run (its best on dev: for the search, the best finished trial) is evaluated
 on them after the arms end, outside the CPU accounting.
+
+``--pruner P`` runs only a second search, the same with ``--set search.pruner=P``, into ``<out>/search-P``, and
+adds it to the results already in ``search_vs_grid.json`` (key ``search_P``; the grid and the first search are kept
+as they were measured, not run again).
 
 Writes ``<results>/search_vs_grid.json``, ``.png`` and ``.md`` (the section for benchmarks/RESULTS.md; ``--book``
 puts it at the end of that file, replacing an earlier copy). The runs stay in ``--out``.
@@ -198,6 +203,22 @@ def search_runs(arm, folder):
     return sorted(runs, key=lambda r: r["ended"]), summary
 
 
+def search_result(arm, folder, planned, grid_best, grid_cpu_s):
+    """A search arm's results: its trials, counts, CPU time, best finished trial, and when it first reached
+    ``grid_best`` (CPU s, and as a share of ``grid_cpu_s``)."""
+    runs, summary = search_runs(arm, folder)
+    finished = [r for r in runs if r["state"] == "finished" and r["dev"] is not None]
+    counts = {}
+    for r in runs:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    curve = best_so_far(runs)
+    reach = first_reach(curve, grid_best)
+    return {"planned": planned, "counts": counts, "cpu_s": arm.cpu_s, "wall_s": arm.wall_s,
+            "returncode": arm.returncode, "trial_cpu_sum_s": summary["cpu_time_s"] if summary else 0.0,
+            "best": max(finished, key=lambda r: r["dev"]) if finished else None, "curve": curve, "runs": runs,
+            "reach_cpu_s": reach, "ratio": None if reach is None else reach / grid_cpu_s}
+
+
 def best_so_far(runs, counts=("finished",)):
     """[(cumulative CPU s, best dev so far)] at each run that counts, in the order the runs ended."""
     curve, best = [], None
@@ -226,6 +247,25 @@ def evaluate_on_test(run_folder, test_path, out_folder, threads):
 
 
 # ------------------------------------------------------------- reporting
+COLOURS = ("tab:green", "tab:purple", "tab:brown")  # of the search arms, in order
+
+
+def search_arms(result):
+    """[(key, arm)]: the first search ("search") and those ``--pruner`` added later."""
+    return [(key, result[key]) for key in ("search", *result.get("more_search_arms", []))]
+
+
+def _name(arm):
+    return f"search, {arm.get('pruner', 'median')} pruner"
+
+
+def _reach(result, key):
+    """(CPU s when the arm first reached the grid's best, that / the grid's CPU s); None, None if never."""
+    if key == "search":
+        return result["search_reach_cpu_s"], result["ratio"]
+    return result[key]["reach_cpu_s"], result[key]["ratio"]
+
+
 def plot(result, path):
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
@@ -233,39 +273,40 @@ def plot(result, path):
 
     plt = pyplot()
 
-    fig, ax = plt.subplots(figsize=(9, 5.2))
-    grid, search = result["grid"], result["search"]
-    colours = {"grid": "tab:blue", "search": "tab:green"}
-    for name, arm in (("grid", grid), ("search", search)):
-        runs = arm["runs"]
-        xs = [r["cpu_s"] for r in runs if r["state"] == "finished" and r["dev"] is not None]
-        ys = [r["dev"] for r in runs if r["state"] == "finished" and r["dev"] is not None]
-        label = (f"grid sweep: each of {len(xs)} runs" if name == "grid"
-                 else f"search: each of {len(xs)} finished trials")
-        ax.plot(xs, ys, "o", color=colours[name], alpha=0.35, markersize=5, label=label)
-        curve = arm["curve"]
-        if curve:
-            cx, cy = zip(*curve)
-            ax.step([0.0, *cx, arm["cpu_s"]], [cy[0], *cy, cy[-1]], where="post", color=colours[name], lw=2,
-                    label=f"{'grid' if name == 'grid' else 'search'}: best so far ({arm['cpu_s']:.0f} CPU s in all)")
-    pruned = [r for r in search["runs"] if r["state"] == "pruned" and r["dev"] is not None]
-    if pruned:
-        ax.plot([r["cpu_s"] for r in pruned], [r["dev"] for r in pruned], "x", color="tab:orange", markersize=6,
-                label=f"search: {len(pruned)} pruned trials (best dev before the stop)")
-    # the curves start where the first run ended: before that the best so far is undefined
+    fig, ax = plt.subplots(figsize=(10, 6.8))
+    grid = result["grid"]
+    arms = [("grid sweep", grid, "tab:blue")]
+    arms += [(_name(arm), arm, COLOURS[i % len(COLOURS)]) for i, (_, arm) in enumerate(search_arms(result))]
+    for label, arm, colour in arms:  # dots: each finished run or trial; x: a pruned trial's dev before its stop
+        finished = [r for r in arm["runs"] if r["state"] == "finished" and r["dev"] is not None]
+        pruned = [r for r in arm["runs"] if r["state"] == "pruned" and r["dev"] is not None]
+        ax.plot([r["cpu_s"] for r in finished], [r["dev"] for r in finished], "o", color=colour, alpha=0.3,
+                markersize=4)
+        if pruned:
+            ax.plot([r["cpu_s"] for r in pruned], [r["dev"] for r in pruned], "x", color=colour, alpha=0.6,
+                    markersize=5)
+        if arm["curve"]:  # from where the first run ended: before that the best so far is undefined
+            cx, cy = zip(*arm["curve"])
+            counted = (f"{len(finished)} runs" if arm is grid
+                       else f"{len(finished)} finished (dots), {len(pruned)} pruned (x)")
+            ax.step([0.0, *cx, arm["cpu_s"]], [cy[0], *cy, cy[-1]], where="post", color=colour, lw=2,
+                    label=f"{label}: best so far; {counted}; {arm['cpu_s']:.0f} CPU s in all")
     ax.axhline(result["grid_best"], color="grey", ls="--", lw=1,
                label=f"grid's best dev macro-F1 {result['grid_best']:.4f}")
-    ax.axvline(0.5 * grid["cpu_s"], color="grey", ls=":", lw=1, label=f"50% of the grid's CPU time ({0.5 * grid['cpu_s']:.0f} s)")
-    if result["search_reach_cpu_s"] is not None:
-        ax.plot([result["search_reach_cpu_s"]], [result["grid_best"]], "*", color="tab:red", markersize=14,
-                label=f"search reaches it at {result['search_reach_cpu_s']:.0f} CPU s")
+    ax.axvline(0.5 * grid["cpu_s"], color="grey", ls=":", lw=1,
+               label=f"50% of the grid's CPU time ({0.5 * grid['cpu_s']:.0f} s)")
+    for (key, arm), (label, _, colour) in zip(search_arms(result), arms[1:]):
+        reach = _reach(result, key)[0]
+        if reach is not None:
+            ax.plot([reach], [result["grid_best"]], "*", color=colour, markeredgecolor="black", markersize=14,
+                    label=f"{label} reaches it at {reach:.0f} CPU s")
     ax.set_xlabel("cumulative CPU seconds of the arm's process (user + system)")
-    ax.set_ylabel("dev macro-F1 (best so far; dots: each run)")
-    ax.set_title(f"TNEWS, tiny ERNIE from scratch: {grid['planned']}-run grid vs {search['planned']}-trial search "
-                 f"(one thread each)", fontsize=11)
+    ax.set_ylabel("dev macro-F1 (best so far; dots: each run, x: pruned)")
+    ax.set_title(f"TNEWS, tiny ERNIE from scratch: {grid['planned']}-run grid vs {result['search']['planned']}-trial "
+                 f"searches (one thread each)", fontsize=11)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)  # below: the points stay clear
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -280,72 +321,110 @@ def _setting(s):
             f"{s['sampler']} batches")
 
 
+def _trials(s):
+    return (f"{s['planned']}: {s['counts'].get('finished', 0)} finished, {s['counts'].get('pruned', 0)} pruned, "
+            f"{sum(v for k, v in s['counts'].items() if k not in ('finished', 'pruned'))} other")
+
+
 def table(result):
-    g, s = result["grid"], result["search"]
-    reach = result["search_reach_cpu_s"]
-    rows = [("runs / trials", f"{g['finished']} of {g['planned']}",
-             f"{s['planned']}: {s['counts'].get('finished', 0)} finished, {s['counts'].get('pruned', 0)} pruned, "
-             f"{sum(v for k, v in s['counts'].items() if k not in ('finished', 'pruned'))} other"),
-            ("CPU s of the arm (kernel, whole process)", f"{g['cpu_s']:.0f}", f"{s['cpu_s']:.0f}"),
-            ("wall s of the arm", f"{g['wall_s']:.0f}", f"{s['wall_s']:.0f}"),
-            ("best dev macro-F1", _fmt(g["best"]["dev"]), _fmt(s["best"]["dev"] if s["best"] else None)),
-            ("its setting", _setting(g["best"]["settings"]), _setting(s["best"]["settings"]) if s["best"] else "–"),
-            ("CPU s when it first reached the grid's best", f"{result['grid_reach_cpu_s']:.0f}",
-             "not reached" if reach is None else f"{reach:.0f}"),
-            ("held-out test macro-F1 of that setting", _fmt(g.get("test_macro_f1")), _fmt(s.get("test_macro_f1")))]
-    lines = ["| | grid (--sweep) | search (--search) |", "|---|---|---|"]
-    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    g, arms = result["grid"], search_arms(result)
+    ss = [s for _, s in arms]
+    reaches = [_reach(result, key) for key, _ in arms]
+    grid_reach = result["grid_reach_cpu_s"]
+    rows = [("runs / trials", [f"{g['finished']} of {g['planned']}"] + [_trials(s) for s in ss]),
+            ("CPU s of the arm (kernel, whole process)", [f"{a['cpu_s']:.0f}" for a in (g, *ss)]),
+            ("wall s of the arm", [f"{a['wall_s']:.0f}" for a in (g, *ss)]),
+            ("best dev macro-F1", [_fmt(a["best"]["dev"] if a["best"] else None) for a in (g, *ss)]),
+            ("its setting", [_setting(a["best"]["settings"]) if a["best"] else "–" for a in (g, *ss)]),
+            ("CPU s when it first reached the grid's best",
+             [f"{grid_reach:.0f}"] + ["not reached" if r is None else f"{r:.0f}" for r, _ in reaches]),
+            ("that, as a share of the grid's CPU s",
+             [f"{100 * grid_reach / g['cpu_s']:.0f}%"] + ["–" if q is None else f"{100 * q:.0f}%" for _, q in reaches]),
+            ("held-out test macro-F1 of that setting", [_fmt(a.get("test_macro_f1")) for a in (g, *ss)])]
+    lines = ["| | grid (--sweep) | " + " | ".join(f"{_name(s)} (--search)" for s in ss) + " |",
+             "|---" * (2 + len(ss)) + "|"]
+    lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
     return lines
 
 
-def section(result, args):
-    g, s = result["grid"], result["search"]
-    reach, ratio = result["search_reach_cpu_s"], result["ratio"]
-    verdict = (f"**met**: the search's best finished trial reached the grid's best dev macro-F1 "
-               f"({result['grid_best']:.4f}) after {reach:.0f} of its CPU seconds, {100 * ratio:.0f}% of the grid's "
-               f"{g['cpu_s']:.0f} (target <= 50%)" if ratio is not None and ratio <= 0.5 else
-               f"**not met**: the search reached the grid's best dev macro-F1 ({result['grid_best']:.4f}) after "
-               f"{reach:.0f} CPU s, {100 * ratio:.0f}% of the grid's {g['cpu_s']:.0f} (target <= 50%)"
-               if ratio is not None else
-               f"**not met**: no finished trial of the search reached the grid's best dev macro-F1 "
-               f"({result['grid_best']:.4f}); its best was {_fmt(s['best']['dev'] if s['best'] else None)} after "
-               f"{s['cpu_s']:.0f} CPU s ({100 * s['cpu_s'] / g['cpu_s']:.0f}% of the grid's {g['cpu_s']:.0f})")
+def _verdict(result, key):
+    g, s = result["grid"], result[key]
+    reach, ratio = _reach(result, key)
+    if ratio is None:
+        return (f"**not met**: no finished trial reached the grid's best dev macro-F1 ({result['grid_best']:.4f}); "
+                f"its best was {_fmt(s['best']['dev'] if s['best'] else None)} after {s['cpu_s']:.0f} CPU s "
+                f"({100 * s['cpu_s'] / g['cpu_s']:.0f}% of the grid's {g['cpu_s']:.0f})")
+    return (f"**{'met' if ratio <= 0.5 else 'not met'}**: its best finished trial reached the grid's best dev "
+            f"macro-F1 ({result['grid_best']:.4f}) after {reach:.0f} CPU s, {100 * ratio:.0f}% of the grid's "
+            f"{g['cpu_s']:.0f} (target <= 50%)")
+
+
+def kept_notes(md_path):
+    """The hand-written paragraphs ("What the run shows ...") of an earlier section, kept when it is rewritten."""
+    if not os.path.exists(md_path):
+        return []
+    with open(md_path, encoding="utf-8") as f:
+        return [p.strip() for p in f.read().split("\n\n") if p.startswith("What the run shows")]
+
+
+def section(result, args, notes=()):
+    g, arms = result["grid"], search_arms(result)
+    verdicts = [f"Verdict on dev, {_name(s)}: {_verdict(result, key)}." for key, s in arms]
     if g["finished"] < g["planned"]:  # a grid cut short has no best of the grid to reach: say so first
-        verdict = (f"not judged: the grid finished {g['finished']} of its {g['planned']} runs (exit "
-                   f"{g['returncode']}), so its best is that of a part of the grid; as measured: " + verdict)
+        verdicts.insert(0, f"Not judged: the grid finished {g['finished']} of its {g['planned']} runs (exit "
+                           f"{g['returncode']}), so its best is that of a part of the grid; as measured:")
+    more = [s for _, s in arms[1:]]
     env = result["environment"]
+    pruners = ("median (from the 6th trial, at every dev evaluation)" + "".join(
+        f"; then, in a second search, {s['pruner']} (`--set search.pruner={s['pruner']}`, Optuna's "
+        + ("SuccessiveHalvingPruner with its defaults: min_resource auto, reduction_factor 4, "
+           "min_early_stopping_rate 0)" if s["pruner"] == "successive_halving" else "defaults)") for s in more))
+    arms_line = ("- Arms: " + ("the grid and the first search ran at the same time, one thread each, so they met the "
+                               "same load" if not args.sequential else "run one after the other, one thread each"))
+    for s in more:
+        arms_line += (f"; the {s['pruner']} search ran later, alone (`--pruner {s['pruner']}`), on the same data "
+                      f"subsets with the same command but for its output folder and the pruner, and the grid was "
+                      f"not run again (its figures are those of the first run)")
+    if result["search"].get("note"):
+        arms_line += f". {result['search']['note']}"
     lines = [TITLE, "",
              "Issue 21's target: on TNEWS (tiny encoder, `configs/ernie_tiny.json` from scratch as in "
              "`cls_tnews_fc.json`), `--search` over learning rate, warm-up, loss and sampler with pruning reaches the "
              "best dev macro-F1 of a comparable grid sweep in <= 50% of its CPU time.", "",
-             "```bash", "python benchmarks/get_data.py tnews", result["command"], "```", "",
+             "```bash", "python benchmarks/get_data.py tnews", result["command"], *(s["command"] for s in more),
+             "```", "",
              f"- Machine: {env['cpu']}, {env['cores']} cores shared with other work (load average {env['load_start']} "
-             f"at the start, {env['load_end']} at the end), no GPU; python {env['python']}, paddlepaddle "
+             f"at the start, {env['load_end']} at the end" + "".join(
+                 f"; {s['environment']['load_start']} and {s['environment']['load_end']} for the {s['pruner']} "
+                 f"search" for s in more) + f"), no GPU; python {env['python']}, paddlepaddle "
              f"{env['paddle']}, paddlenlp {env['paddlenlp']}, optuna {env['optuna']}",
              f"- Sizes (for the 2-core budget): a seeded sample (seed {args.data_seed}) of {args.train_examples} TNEWS "
              f"train lines to train on, {args.dev_examples} dev lines to judge on, and {args.test_examples} other train "
              f"lines held out as test (TNEWS has no public test labels); max_seq_len {args.max_seq_len}, batch size "
              f"{args.batch_size}, max_steps {args.max_steps} (less than one epoch, so no epoch-end evaluations), dev "
              f"evaluated every {args.eval_steps} steps ({args.max_steps // args.eval_steps} evaluations, the pruner's "
-             f"reports), `--do train` in both arms; one seed ({result['seed']}); trainer.num_threads {args.threads}",
+             f"reports), `--do train` in all arms; one seed ({result['seed']}); trainer.num_threads {args.threads}",
              f"- Grid (`--sweep`, {g['planned']} runs): " + " × ".join(f"`{a}`" for a in GRID),
              f"- Search (`--search`, `--trials {args.trials}`, fixed before the run"
              + (", the grid's run count): " if args.trials == g["planned"] else "): ")
-             + ", ".join(f"`{d}`" for d in SPACE) + "; TPE (Optuna's default, 5 random start-up trials), median "
-             "pruner (from the 6th trial, at every dev evaluation), sampler seed = trainer.seed",
-             "- Arms: " + ("run at the same time, one thread each, so they met the same load"
-                           if not args.sequential else "run one after the other, one thread each"),
+             + ", ".join(f"`{d}`" for d in SPACE) + "; TPE (Optuna's default, 5 random start-up trials), sampler "
+             "seed = trainer.seed; pruner: " + pruners,
+             arms_line,
              f"- Results: `benchmarks/results/search_vs_grid.json` (every run and trial with its dev value and the "
-             f"arm's CPU seconds when it ended), the runs in `{os.path.relpath(args.out, ROOT)}`", "",
-             f"Verdict on dev: {verdict}.", "", *table(result), "",
+             f"arm's CPU seconds when it ended), the runs in `{os.path.relpath(args.out, ROOT)}`"
+             + "".join(f" (the {s['pruner']} search's in `{os.path.basename(s['folder'])}/`)" for s in more), "",
+             *(line for v in verdicts for line in (v, "")), *table(result), "",
              "![best dev macro-F1 so far vs cumulative CPU seconds](results/search_vs_grid.png)", "",
+             *(line for note in notes for line in (note, "")),
              "How CPU time was measured: each arm is one `run_trainer.py` process. Its total is the kernel's user + "
              "system time of that process when it ended (`os.wait4`), start-up (imports, planning every run or "
              "range end, the study's SQLite) included. While it ran, the script sampled the process's CPU time "
              f"(psutil, every {args.poll:g} s); a run or trial ends when its `metrics.json` is written, and the arm's "
-             "CPU time then (interpolated between samples) is the x of the curves. The search also records each "
-             f"trial's own CPU time (`cpu_time_s` in search.json): they sum to {s['trial_cpu_sum_s']:.0f} s of the "
-             f"arm's {s['cpu_s']:.0f} s; the grid's runs are timed only by the samples. A search curve counts "
+             "CPU time then (interpolated between samples) is the x of the curves. A search also records each "
+             "trial's own CPU time (`cpu_time_s` in search.json): they sum to "
+             + ", ".join(f"{s['trial_cpu_sum_s']:.0f} s of the arm's {s['cpu_s']:.0f} s ({s.get('pruner', 'median')})"
+                         for _, s in arms)
+             + "; the grid's runs are timed only by the samples. A search curve counts "
              "finished trials only (the best trial is chosen among them); a pruned trial's value is that of a "
              "model stopped early.", "",
              "Caveats: one seed per run and per trial, on a 1,500-line dev sample: the best of 36 on dev is "
@@ -419,6 +498,9 @@ def main(argv=None):
     parser.add_argument("--report-only", action="store_true",
                         help="write the report again from --out's arms.json and runs, training nothing")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between CPU samples (default 0.5)")
+    parser.add_argument("--pruner", help="run only a second search arm, the same with --set search.pruner=PRUNER, "
+                        "into <out>/search-PRUNER, and add it to the results of <results>/search_vs_grid.json "
+                        "(its grid and first search are kept as they were measured)")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
     args.out = os.path.abspath(args.out)
@@ -439,6 +521,8 @@ def main(argv=None):
     for dim in SPACE:
         search_cmd += ["--search", dim]
     search_cmd += ["--trials", str(args.trials)]
+    if args.pruner:
+        return more_search(args, argv, env, data, python + common)
     arms = {"grid": Arm("grid", grid_cmd, os.path.join(args.out, "grid.log"), args.poll),
             "search": Arm("search", search_cmd, os.path.join(args.out, "search.log"), args.poll)}
     started = time.time()
@@ -468,17 +552,14 @@ def main(argv=None):
                                                                      "started")} for a in arms.values()}}, f)
 
     grid_list = grid_runs(arms["grid"], os.path.join(args.out, "grid"))
-    search_list, summary = search_runs(arms["search"], os.path.join(args.out, "search"))
     if not grid_list:
         sys.exit(f"error: the grid finished no run; see {arms['grid'].log_path}")
-    grid_curve, search_curve = best_so_far(grid_list), best_so_far(search_list)
+    grid_curve = best_so_far(grid_list)
     grid_best = max(grid_list, key=lambda r: r["dev"] if r["dev"] is not None else -1)
-    finished = [r for r in search_list if r["state"] == "finished" and r["dev"] is not None]
-    search_best = max(finished, key=lambda r: r["dev"]) if finished else None
-    reach = first_reach(search_curve, grid_best["dev"])
-    counts = {}
-    for r in search_list:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    search = search_result(arms["search"], os.path.join(args.out, "search"), args.trials, grid_best["dev"],
+                           arms["grid"].cpu_s)
+    search_best, reach, ratio = search["best"], search.pop("reach_cpu_s"), search.pop("ratio")
+    search["pruner"] = "median"
     result = {
         "command": "python benchmarks/search_vs_grid.py " + shlex.join(
             [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]),
@@ -488,14 +569,11 @@ def main(argv=None):
         "grid": {"planned": len(LEARNING_RATES) * len(WARMUPS) * len(LOSSES) * len(SAMPLERS),
                  "finished": len(grid_list), "cpu_s": arms["grid"].cpu_s, "wall_s": arms["grid"].wall_s,
                  "returncode": arms["grid"].returncode, "best": grid_best, "curve": grid_curve, "runs": grid_list},
-        "search": {"planned": args.trials, "counts": counts, "cpu_s": arms["search"].cpu_s,
-                   "wall_s": arms["search"].wall_s, "returncode": arms["search"].returncode,
-                   "trial_cpu_sum_s": summary["cpu_time_s"] if summary else 0.0,
-                   "best": search_best, "curve": search_curve, "runs": search_list},
+        "search": search,
         "grid_best": grid_best["dev"],
         "grid_reach_cpu_s": first_reach(grid_curve, grid_best["dev"]),
         "search_reach_cpu_s": reach,
-        "ratio": None if reach is None else reach / arms["grid"].cpu_s,
+        "ratio": ratio,
     }
     print("evaluating each arm's chosen run on the held-out test lines", flush=True)
     result["grid"]["test_macro_f1"] = evaluate_on_test(os.path.join(ROOT, grid_best["folder"]), data["test"],
@@ -507,14 +585,73 @@ def main(argv=None):
     with open(os.path.join(args.results, "search_vs_grid.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     plot(result, os.path.join(args.results, "search_vs_grid.png"))
-    text = section(result, args)
-    with open(os.path.join(args.results, "search_vs_grid.md"), "w", encoding="utf-8") as f:
+    write_section(result, args)
+    print(f"ratio (search CPU to reach the grid's best / grid CPU): {'not reached' if ratio is None else f'{ratio:.2f}'}")
+    return 0
+
+
+def write_section(result, args):
+    md_path = os.path.join(args.results, "search_vs_grid.md")
+    text = section(result, args, kept_notes(md_path))
+    with open(md_path, "w", encoding="utf-8") as f:
         f.write(text)
     if args.book:
         put_in_book(args.book, text)
     print("\n".join(table(result)))
-    ratio = result["ratio"]
-    print(f"ratio (search CPU to reach the grid's best / grid CPU): {'not reached' if ratio is None else f'{ratio:.2f}'}")
+
+
+def more_search(args, argv, env, data, base_cmd):
+    """``--pruner``: one more search arm, alone, added to the results of the first measurement."""
+    key, name = f"search_{args.pruner}", f"search-{args.pruner}"
+    first = _read(os.path.join(args.results, "search_vs_grid.json"))["args"]
+    sizes = ("train_examples", "dev_examples", "test_examples", "data_seed", "max_seq_len", "batch_size", "max_steps",
+             "eval_steps", "threads", "trials", "poll")
+    if any(getattr(args, k) != first[k] for k in sizes) or os.path.abspath(first["out"]) != args.out:
+        sys.exit("error: --pruner adds an arm to the first measurement: give it the same sizes and --out")
+    folder = os.path.join(args.out, name)
+    command = base_cmd + ["--set", f"trainer.output_dir={folder}", "--set", f"search.pruner={args.pruner}"]
+    for dim in SPACE:
+        command += ["--search", dim]
+    command += ["--trials", str(args.trials)]
+    arm = Arm(name, command, os.path.join(args.out, f"{name}.log"), args.poll)
+    saved = os.path.join(args.out, f"arms-{name}.json")
+    if args.report_only:
+        kept = _read(saved)
+        env = kept["environment"]
+        for k, value in kept["arm"].items():
+            setattr(arm, k, [tuple(x) for x in value] if k == "samples" else value)
+    else:
+        if os.path.exists(folder):
+            sys.exit(f"error: {folder} holds an earlier measurement; remove it (or --report-only)")
+        print(f"{name}: {shlex.join(command)}", flush=True)
+        arm.start()
+        arm.join(args.arm_timeout)
+        print(f"{name}: exit {arm.returncode}, {arm.cpu_s:.0f} CPU s, {arm.wall_s:.0f} wall s", flush=True)
+        env["load_end"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        with open(saved, "w", encoding="utf-8") as f:
+            json.dump({"environment": env, "arm": {k: getattr(arm, k) for k in
+                                                   ("samples", "cpu_s", "wall_s", "returncode", "started")}}, f)
+    result = _read(os.path.join(args.results, "search_vs_grid.json"))  # the grid and first search, as measured
+    arm_result = search_result(arm, folder, args.trials, result["grid_best"], result["grid"]["cpu_s"])
+    arm_result.update({"pruner": args.pruner, "folder": os.path.relpath(folder, ROOT), "environment": env,
+                       "command": "python benchmarks/search_vs_grid.py " + shlex.join(
+                           [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]),
+                       "search_command": shlex.join(command)})
+    if arm_result["best"]:
+        arm_result["test_macro_f1"] = evaluate_on_test(os.path.join(ROOT, arm_result["best"]["folder"]), data["test"],
+                                                       os.path.join(args.out, f"test-{name}"), args.threads)
+    result["search"].setdefault("pruner", "median")
+    result["search"].setdefault("note", "The median-pruner search ran before commit d9f16b9 (a trial is no longer "
+                                        "pruned at its last evaluation); its figures are kept as measured")
+    result[key] = arm_result
+    result["more_search_arms"] = sorted(set(result.get("more_search_arms", [])) | {key})
+    with open(os.path.join(args.results, "search_vs_grid.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    plot(result, os.path.join(args.results, "search_vs_grid.png"))
+    write_section(result, args)
+    ratio = arm_result["ratio"]
+    print(f"ratio ({name} CPU to reach the grid's best / grid CPU): "
+          f"{'not reached' if ratio is None else f'{ratio:.2f}'}")
     return 0
 
 
