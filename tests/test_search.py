@@ -20,7 +20,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 def param_file(tmp_path, search=None, name="params.json", **trainer):
     """The classification example, trained TRIAL's few steps into tmp_path/out, with ``search``."""
     config = read_json(EXAMPLE)
-    config["trainer"].update(output_dir=str(tmp_path / "out"), **{**TRIAL, **trainer})
+    config["trainer"].update(**{"output_dir": str(tmp_path / "out"), **TRIAL, **trainer})
     if search is not None:
         config["search"] = search
     path = tmp_path / name
@@ -296,3 +296,35 @@ def test_a_trial_is_never_pruned_at_its_last_evaluation():
         callback.on_evaluate(trainer, {"macro_f1": 0.25})
         assert callback.trial.reports == [(step, 0.25)]
         assert (state.should_stop, callback.pruned_at) == ((True, step) if pruned else (False, None))
+
+
+def test_a_trial_that_fails_on_the_data_is_recorded_once_another_has_got_through(tmp_path, capsys, monkeypatch):
+    """A setting the data cannot take (a loss that needs every class, say) fails its trial, recorded, and the
+    search goes on; while no trial has got through, such an error stops the search in one line (every
+    trial would most likely fail the same way)."""
+    from appzoo import runner
+    from appzoo.errors import DataError
+
+    real = runner.run
+
+    def run(plan, callbacks=()):
+        if plan.trainer.learning_rate == 0.004:
+            raise DataError("train.tsv: class 'sports' has no example, which logit_adjusted_ce needs")
+        return real(plan, callbacks)
+
+    monkeypatch.setattr(runner, "run", run)
+    rates = [0.003, 0.004]
+    path = param_file(tmp_path, max_steps=10, eval_steps=5, search={
+        "space": {"trainer.learning_rate": "choice(0.003, 0.004)"}, "trials": 2,
+        "start_with": [{"trainer.learning_rate": r} for r in rates]})
+    assert main("--param_path", path, "--search") == 0
+    trials = read_json(tmp_path / "out" / "search" / "search.json")["trials"]
+    assert [(t["state"], t["error"]) for t in trials] == [
+        ("finished", None), ("failed", "train.tsv: class 'sports' has no example, which logit_adjusted_ce needs")]
+    assert "search: trial 1 (trainer.learning_rate=0.004) failed: train.tsv: class 'sports'" in capsys.readouterr().out
+
+    path = param_file(tmp_path, name="first.json", output_dir=str(tmp_path / "first"), search={
+        "space": {"trainer.learning_rate": "choice(0.004)"}, "trials": 2})
+    assert main("--param_path", path, "--search") == 2
+    assert capsys.readouterr().err == ("error: train.tsv: class 'sports' has no example, which logit_adjusted_ce "
+                                       "needs\n")

@@ -20,7 +20,7 @@ from typing import List, Optional
 
 from appzoo import callbacks as cb
 from appzoo import files
-from appzoo.errors import ConfigError, DivergedError, Interrupted, UserError
+from appzoo.errors import ConfigError, DivergedError, Interrupted, RunError, UserError
 from appzoo.progress import note
 from appzoo.search import results
 from appzoo.search.config import SearchConfig
@@ -319,9 +319,13 @@ def run_trial(search, study, trial, overrides, threads=None):
         return record(TrialState.FAIL, diverged=str(error))
     except Interrupted:
         raise  # left running: the next start sees this worker gone and continues it
-    except UserError as error:
-        record(TrialState.FAIL, error=str(error))
-        raise
+    except UserError as error:  # from the data with these settings (a loss that needs every class, say)
+        state = record(TrialState.FAIL, error=str(error))
+        ended = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        if not ended or isinstance(error, RunError):  # no trial got through yet: all would fail the same way;
+            raise  # or the disk is full
+        note(f"search: trial {trial.number} ({shown}) failed: {error}; recorded, and the search goes on")
+        return state
     value = metrics["best"]["value"]
     attrs = {"steps": metrics["train"]["steps"]}
     if report.pruned_at is not None:
