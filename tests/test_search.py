@@ -122,7 +122,7 @@ def test_pruning_stops_a_plainly_bad_learning_rate_and_a_diverged_trial_is_recor
     """Trial 0 (a good rate) finishes; trial 1's rate of 20 leaves it at chance and the median pruner
     stops it before its last step; trial 2's rate of 1e12 makes the loss NaN: recorded, not fatal."""
     rates = [0.005, 20.0, 1e12]
-    path = param_file(tmp_path, search={
+    path = param_file(tmp_path, max_steps=20, eval_steps=5, search={
         "space": {"trainer.learning_rate": "choice(0.005, 20.0, 1e12)"}, "trials": 3, "startup_trials": 1,
         "start_with": [{"trainer.learning_rate": r} for r in rates]})
     assert main("--param_path", path, "--search") == 0
@@ -131,8 +131,8 @@ def test_pruning_stops_a_plainly_bad_learning_rate_and_a_diverged_trial_is_recor
     states = [(t["trial"], t["params"]["trainer.learning_rate"], t["state"]) for t in summary["trials"]]
     assert states == [(0, 0.005, "finished"), (1, 20.0, "pruned"), (2, 1e12, "diverged")]
     good, bad, nan = summary["trials"]
-    assert good["steps"] == TRIAL["max_steps"] and list(good["reports"]) == ["10", "20", "30"]
-    assert bad["pruned_at_step"] < TRIAL["max_steps"] and bad["steps"] == bad["pruned_at_step"]
+    assert good["steps"] == 20 and list(good["reports"]) == ["5", "10", "15", "20"]
+    assert bad["pruned_at_step"] < 20 and bad["steps"] == bad["pruned_at_step"]
     assert float(bad["reports"][str(bad["pruned_at_step"])]) < good["reports"][str(bad["pruned_at_step"])]
     assert "not finite" in nan["error"] and (root / "trial-0002" / "diverged.json").exists()
     # the best trial, chosen on dev, evaluated on test; its settings a complete param file
@@ -188,12 +188,12 @@ def _wait_for(predicate, what, process, deadline_s=240):
 def test_a_search_killed_with_sigkill_is_continued_by_two_workers_without_running_a_trial_twice(tmp_path):
     """Worker A is killed (SIGKILL) while its trial 1 trains, past a checkpoint. Two workers, B and C,
     started at once with the same command, continue the study: trial 1 is queued again and continues from
-    its checkpoint in its own folder; the study ends with exactly its 4 trials, each run by one worker."""
+    its checkpoint in its own folder; the study ends with exactly its 3 trials, each run by one worker."""
     path = param_file(tmp_path, max_steps=20, eval_steps=5)
     root = tmp_path / "out" / "search"
     checkpoints = root / "trial-0001" / "checkpoints"
     with open(tmp_path / "a.log", "wb") as log:
-        a = _search(path, 4, log)
+        a = _search(path, 3, log)
         try:
             _wait_for(lambda: checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
                       "checkpoint of trial 1", a)
@@ -203,7 +203,7 @@ def test_a_search_killed_with_sigkill_is_continued_by_two_workers_without_runnin
             a.wait()
     logs = [open(tmp_path / f"{name}.log", "wb") for name in "bc"]
     try:
-        workers = [_search(path, 4, log) for log in logs]
+        workers = [_search(path, 3, log) for log in logs]
         codes = [w.wait(timeout=300) for w in workers]
     finally:
         for log in logs:
@@ -223,10 +223,10 @@ def test_a_search_killed_with_sigkill_is_continued_by_two_workers_without_runnin
 
     steps = [row["step"] for row in read_jsonl(os.path.join(twin["folder"], "train_log.jsonl")) if "loss" in row]
     assert len(steps) == len(set(steps)) and max(steps) == twin["steps"]
-    # the study has its 4 trials, none run twice, the three after the kill shared by B and C
+    # the study has its 3 trials, none run twice, the two after the kill shared by B and C
     counted = [t for t in summary["trials"] if t["state"] != "abandoned"]
-    assert len(counted) == 4 and all(t["state"] == "finished" for t in counted)
-    assert len({t["folder"] for t in counted}) == 4
+    assert len(counted) == 3 and all(t["state"] == "finished" for t in counted)
+    assert len({t["folder"] for t in counted}) == 3
     after = [t for t in counted if t["trial"] > 1]
     assert len({t["worker"] for t in after}) == 2, [(t["trial"], t["worker"]) for t in after]
     assert summary["best"]["test"]
