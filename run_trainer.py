@@ -43,9 +43,9 @@ def parse_args(argv):
                              "tasks (pip install 'ray[default]'; see appzoo/ray_backend.py)")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="--backend ray: join this Ray cluster (default: start one on this machine)")
-    parser.add_argument("--cpus-per-trial", type=float, default=1, metavar="N",
+    parser.add_argument("--cpus-per-trial", type=float, metavar="N",
                         help="--backend ray: CPUs (and paddle threads) of each trial or run (default 1)")
-    parser.add_argument("--gpus-per-trial", type=float, default=0, metavar="N",
+    parser.add_argument("--gpus-per-trial", type=float, metavar="N",
                         help="--backend ray: GPUs of each trial or run (default 0)")
     parser.add_argument("--describe", metavar="TARGET",
                         help="print the keys of trainer, dataset_reader, encoder, serve, search, model.NAME, reader.NAME or "
@@ -161,12 +161,16 @@ def main(argv=None):
 def _backend(args):
     """None (this process), or the Ray backend of ``--backend ray`` (checked, not yet connected)."""
     if args.backend == "local":
-        if args.address is not None:
-            raise UserError("--address joins a Ray cluster; give it with --backend ray")
+        given = [flag for flag, value in (("--address", args.address), ("--cpus-per-trial", args.cpus_per_trial),
+                                          ("--gpus-per-trial", args.gpus_per_trial)) if value is not None]
+        if given:
+            raise UserError(f"{given[0]} belongs to --backend ray (trials and runs as Ray tasks); add "
+                            f"--backend ray, or leave it out")
         return None
     from appzoo.ray_backend import Backend
 
-    return Backend(address=args.address, cpus=args.cpus_per_trial, gpus=args.gpus_per_trial)
+    cpus, gpus = args.cpus_per_trial, args.gpus_per_trial
+    return Backend(address=args.address, cpus=1 if cpus is None else cpus, gpus=0 if gpus is None else gpus)
 
 
 def parse_do(text):

@@ -79,6 +79,10 @@ BAD = [
     (["--search", "trainer.learning_rate=log_uniform(1e-5,1e-3)", "--trials", "0"],
      "search.trials: must be >= 1, got 0"),
     (["--trials", "3"], "--trials and --timeout belong to --search"),
+    (["--search", "trainer.seed=int(1,3)", "--cpus-per-trial", "2"],
+     "--cpus-per-trial belongs to --backend ray (trials and runs as Ray tasks); add --backend ray, or leave it out"),
+    (["--search", "trainer.seed=int(1,3)", "--backend", "ray", "--cpus-per-trial", "0"],
+     "--cpus-per-trial: must be > 0, got 0"),
     (["--search", "trainer.seed=int(1,3)", "--set", "trainer.num_threads=1", "--timeout", "-5"],
      "search.timeout_s: must be > 0, got -5.0"),
     (["--search", "trainer.seed=int(1,3)", "--sweep", "trainer.seed=1,2"],
@@ -328,3 +332,15 @@ def test_a_trial_that_fails_on_the_data_is_recorded_once_another_has_got_through
     assert main("--param_path", path, "--search") == 2
     assert capsys.readouterr().err == ("error: train.tsv: class 'sports' has no example, which logit_adjusted_ce "
                                        "needs\n")
+
+
+
+def test_a_spent_time_budget_starts_no_trial_and_says_so(tmp_path, capsys):
+    path = param_file(tmp_path)
+    assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)",
+                "--timeout", "0.001") == 0
+    assert "search: this worker stops: the time budget of 0.001 s is spent" in capsys.readouterr().out
+    root = tmp_path / "out" / "search"
+    assert read_json(root / "search.json")["trials"] == []
+    assert "No trial has finished yet." in (root / "search.md").read_text(encoding="utf-8")
+    assert (root / "search.png").exists() and not (root / "best-params.json").exists()
