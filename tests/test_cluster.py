@@ -1,6 +1,7 @@
-"""deploy/paddlejob.yaml where a cluster is not one machine: two pods on two hosts of a network of their own
-(network namespaces joined by a veth pair), and a pod whose worker is killed mid-run and which, started
-again, continues its run. Each must give one_launcher's run (tests/conftest.py) to the bit."""
+"""The recipes in deploy/ where a cluster is not one machine: two PaddleJob pods on two hosts of a network of
+their own (network namespaces joined by a veth pair), and an sbatch job whose worker is killed mid-run and
+whose step, started again, continues its run. Each must give one_launcher's run (tests/conftest.py) to the
+bit."""
 import collections
 import os
 import shutil
@@ -190,49 +191,6 @@ def test_two_hosts_given_the_operators_variables_match_one_launcher_of_two(two_h
 
 
 # ---- a restart
-def test_a_pod_whose_worker_is_killed_continues_its_run_when_started_again(one_launcher, launch, tmp_path):
-    """The main worker of a pod of deploy/paddlejob.yaml (2 processes) is killed with SIGKILL after the run's
-    first complete checkpoint (step 2 of 4). Paddle's launcher does not restart it, PADDLE_MAX_RESTART
-    notwithstanding: given an HTTP master (not etcd://) it runs its workers once (Controller.run in
-    paddle/distributed/launch/controllers/controller.py; only CollectiveElasticController loops over
-    max_restart), stops the other worker and exits non-zero. The pod's restartPolicy, OnFailure, then runs
-    the same command again, whose trainer.resume=auto continues from the checkpoint."""
-    out = tmp_path / "out"
-    cmd, env = paddlejob_pod({"PADDLE_NPROC_PER_NODE": "2", "PADDLE_MAX_RESTART": "1", "OUTPUT_DIR": str(out),
-                              "PADDLE_LOG_DIR": str(tmp_path / "log1"), **LAUNCH_ENV,
-                              "TMPDIR": str(tmp_path / "tmp")},  # where the killed run leaves its vocabulary
-                             *LAUNCH_SETTINGS)
-    (tmp_path / "tmp").mkdir()
-    first = launch(cmd, env, "start1")
-    main = _main_worker_after_first_checkpoint(first, out)
-    workers = _children(first.pid)
-    assert main in workers and len(workers) == 2
-    os.kill(main, signal.SIGKILL)
-    first.wait(60)
-    said = first.output.read_text(errors="replace")
-    assert first.returncode != 0 and "code -9" in said, said[-3000:]
-    deadline = time.monotonic() + 60
-    while any(_parent(pid)[1] for pid in workers):  # the launcher stops the other worker on its way out
-        assert time.monotonic() < deadline, "a worker outlived its launcher by 60 s"
-        time.sleep(0.05)
-
-    # killed mid-run: after step 2's checkpoint, before step 4's and before the run's end
-    assert [os.path.basename(c) for c in RunFolder(str(out)).checkpoint_folders()] == ["step-2"]
-    assert not (out / "metrics.json").exists()
-    log = out / "train_log.jsonl"
-    assert [row["step"] for row in read_jsonl(log)] == [2, 2]  # the loss and dev rows of step 2
-    logged, config = log.read_bytes(), (out / "config.json").stat()
-
-    env["PADDLE_LOG_DIR"] = str(tmp_path / "log2")  # the restarted container's
-    _finish(launch(cmd, env, "start2"), tmp_path / "log2", time.monotonic() + DEADLINE_S)
-    # continued, not started over: a new run writes config.json anew (a new file, os.replace) and logs
-    # its own steps 1-2 (with other seconds); a resumed one keeps both
-    after = (out / "config.json").stat()
-    assert (after.st_ino, after.st_mtime_ns) == (config.st_ino, config.st_mtime_ns)
-    assert log.read_bytes().startswith(logged)
-    _assert_same_run(out, one_launcher)
-
-
 def _main_worker_after_first_checkpoint(process, out):
     """Wait (polling every 10 ms) for checkpoint step 2 of the run in ``out`` that ``process`` started; the
     pid of the worker that holds the run folder (rank 0)."""
@@ -256,13 +214,17 @@ def _descendants(pid):
 
 def test_sbatch_starts_a_failed_step_again_and_it_continues_the_run(one_launcher, launch, tmp_path):
     """deploy/slurm.sbatch on one node of 2 processes (a fake srun runs the step here): the main worker is
-    killed with SIGKILL after checkpoint step 2 of 4; the launcher exits, the script starts the step again
-    (MAX_RESTARTS=1), and trainer.resume=auto continues the run to one_launcher's, bit for bit."""
+    killed with SIGKILL after checkpoint step 2 of 4. Paddle's launcher does not restart it, PADDLE_MAX_RESTART
+    notwithstanding: given an HTTP master (not etcd://) it runs its workers once (Controller.run in
+    paddle/distributed/launch/controllers/controller.py; only CollectiveElasticController loops over
+    max_restart), stops the other worker and exits. The script starts the step again (MAX_RESTARTS=1), as a
+    PaddleJob's restartPolicy starts its pod's command again, and trainer.resume=auto continues the run to
+    one_launcher's, bit for bit."""
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "PADDLE_")) and k not in ("MASTER_PORT", "NPROC_PER_NODE")}
     env.update(LAUNCH_ENV, SLURM_NNODES="1", SLURM_NODEID="0", SLURM_JOB_ID="7", SLURM_JOB_NODELIST="node-a",
-               NPROC_PER_NODE="2", MAX_RESTARTS="1", PADDLE_LOG_DIR=str(tmp_path / "log"),
+               NPROC_PER_NODE="2", MAX_RESTARTS="1", PADDLE_MAX_RESTART="1", PADDLE_LOG_DIR=str(tmp_path / "log"),
                TMPDIR=str(tmp_path / "tmp"),  # where the killed run leaves its vocabulary
                PATH=os.pathsep.join([str(fake_bin(tmp_path, ["localhost"])), os.path.dirname(sys.executable),
                                      os.environ["PATH"]]))
