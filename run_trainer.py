@@ -40,7 +40,7 @@ def parse_args(argv):
                         help="--search: start no trial after this many seconds (search.timeout_s)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
                         help="where --search trials and --sweep runs run: this process (default), or Ray "
-                             "tasks (pip install 'ray[default]'; see appzoo/ray_backend.py)")
+                             "tasks (pip install 'appzoo[ray]'; see appzoo/ray_backend.py)")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="--backend ray: join this Ray cluster (default: start one on this machine)")
     parser.add_argument("--cpus-per-trial", type=float, metavar="N",
@@ -120,12 +120,12 @@ def main(argv=None):
             from appzoo.serve.__main__ import run_param_file
 
             return run_param_file(config)
+        command = shlex.join(["python", "run_trainer.py", *argv])  # for the results of a search or sweep
         if args.search is not None:
             if args.sweep or args.seeds is not None:
                 raise UserError("--search and --sweep are two ways to choose settings; give one of them")
             from appzoo.search import plan_search, run_search
 
-            command = shlex.join(["python", "run_trainer.py", *argv])
             search = plan_search(config, args.param_path, [s for s in args.search if s], trials=args.trials,
                                  timeout=args.timeout, do=do, command=command)
             run_search(search, backend=_backend(args))
@@ -136,7 +136,6 @@ def main(argv=None):
         if args.sweep or args.seeds is not None:
             from appzoo.sweep import plan_sweep, run_sweep
 
-            command = shlex.join(["python", "run_trainer.py", *argv])
             seeds = 1 if args.seeds is None else args.seeds
             sweep = plan_sweep(config, args.param_path, args.sweep, seeds, do=do, command=command)
             run_sweep(sweep, backend=_backend(args))

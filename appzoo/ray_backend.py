@@ -182,6 +182,6 @@ def _sweep_task(sweep, index, cwd, threads):
 
     _set_up(cwd, threads)
     run = sweep.runs[index]
-    if not run.plan.trainer.num_threads:
-        run.plan.trainer.num_threads = threads
+    if not run.plan.trainer.num_threads:  # in the plan, and in the config a re-plan starts from
+        run.plan.trainer.num_threads = run.config["trainer"]["num_threads"] = threads
     return run_one(sweep, run)

@@ -30,6 +30,7 @@ def summarise(search, study):
     """The study as one dict: the trials in order, the best one, and the counts."""
     trials = study.get_trials(deepcopy=False)
     gone = continued(trials)
+    by_key = {d.key: d for d in search.dimensions}
     rows = []
     for t in trials:
         attrs = t.user_attrs
@@ -38,9 +39,7 @@ def summarise(search, study):
             state = "diverged"
         elif t.number in gone:
             state = "abandoned"
-        by_key = {d.key: d for d in search.dimensions}
-        params = {k: json.loads(v) if not by_key[k].plain() and by_key[k].kind == "choice" else v
-                  for k, v in t.params.items() if k in by_key}
+        params = {k: by_key[k].from_param(v) for k, v in t.params.items() if k in by_key}
         rows.append({
             "trial": t.number, "state": state, "params": params,
             "value": t.value if t.value is not None else attrs.get("best_value"),
@@ -227,9 +226,10 @@ def _importances(study):
         return None
 
 
-def write(search, study):
-    """Rewrite the results from the study as it is now; returns the summary."""
-    summary = summarise(search, study)
+def write(search, study, summary=None):
+    """Rewrite the results from the study as it is now (``summary``: already made of it); returns the
+    summary."""
+    summary = summary or summarise(search, study)
     os.makedirs(search.root, exist_ok=True)
     files.write_json(os.path.join(search.root, "search.json"), summary)
     files.write_text(os.path.join(search.root, "search.md"), markdown(summary))
@@ -239,28 +239,22 @@ def write(search, study):
     return summary
 
 
-def finish(search, study, worker):
-    """When the study has all its trials and none runs: evaluate the best trial on dev and test (once),
-    then write the results."""
+def finish(search, study):
+    """When the study has all its trials and none runs: evaluate the best trial on dev and test (once).
+    Then write the results (other workers' trials may have ended since this worker's last)."""
     from optuna.trial import TrialState
 
-    from appzoo.archive import FolderInUse
-
-    summary = write(search, study)
+    summary = summarise(search, study)
     trials = study.get_trials(deepcopy=False)
     open_trials = [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     best = summary["best"]
-    if open_trials or len(counted(trials)) < search.settings.trials or best is None or best.get("test"):
-        if open_trials:
-            note(f"search: {len(open_trials)} trial(s) still running or queued; the results are complete once "
-                 f"they end (or run this command again)")
-        return summary
-    if not _evaluate(search, best):
-        return summary
-    try:
-        return write(search, study)
-    except FolderInUse:
-        return summary
+    if open_trials:
+        note(f"search: {len(open_trials)} trial(s) still running or queued; the results are complete once "
+             f"they end (or run this command again)")
+    elif len(counted(trials)) >= search.settings.trials and best is not None and not best.get("test") \
+            and _evaluate(search, best):
+        summary = summarise(search, study)  # with the best trial's test metrics
+    return write(search, study, summary)
 
 
 def _evaluate(search, best):

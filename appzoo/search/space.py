@@ -48,8 +48,7 @@ class Dimension:
             return trial.suggest_float(self.key, self.low, self.high)
         if self.kind == "int":
             return trial.suggest_int(self.key, int(self.low), int(self.high))
-        picked = trial.suggest_categorical(self.key, self.optuna_choices())
-        return json.loads(picked) if not self.plain() else picked
+        return self.from_param(trial.suggest_categorical(self.key, self.optuna_choices()))
 
     def plain(self):
         """True when every choice is a number, a string, a bool or null (Optuna takes those as they are;
@@ -62,6 +61,10 @@ class Dimension:
     def as_param(self, value):
         """``value`` as Optuna stores it for this key (for a trial enqueued with known settings)."""
         return value if self.plain() or self.kind != "choice" else json.dumps(value, sort_keys=True)
+
+    def from_param(self, stored):
+        """The value of this key that Optuna stored as ``stored`` (the inverse of :meth:`as_param`)."""
+        return stored if self.plain() or self.kind != "choice" else json.loads(stored)
 
     def contains(self, value):
         if self.kind == "choice":

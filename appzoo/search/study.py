@@ -353,7 +353,7 @@ def run_search(search, backend=None):
         else:
             why = backend.run_trials(search, study, worker, started)
         note(f"search: this worker stops: {why}")
-        summary = results.finish(search, study, worker)
+        summary = results.finish(search, study)
     finally:
         worker.release()
     return summary

@@ -194,9 +194,7 @@ def run_one(sweep, r):
         note(f"sweep: {r.setting.name} seed {r.seed} was ended by another worker; skipped")
         return None
     if state != r.state:  # another worker started it and stopped: resume or redo its folder
-        threads = r.plan.trainer.num_threads
         r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
-        r.plan.trainer.num_threads = threads
     note(f"sweep: {'resuming' if r.state == 'resume' else 'running'} {r.setting.name} seed {r.seed} "
          f"-> {r.folder}")
     try:
