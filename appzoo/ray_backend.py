@@ -16,7 +16,7 @@ import os
 import sys
 
 from appzoo.env import available_cores
-from appzoo.errors import UserError
+from appzoo.errors import UserError, first_line
 from appzoo.progress import note
 
 RAY_TESTED = "2.60.0"
@@ -31,7 +31,7 @@ class Backend:
             raise UserError(f"--gpus-per-trial: must be >= 0, got {gpus:g}")
         if importlib.util.find_spec("ray") is None:
             raise UserError(f"--backend ray needs the ray package: pip install 'appzoo[ray]' "
-                              f"(or pip install ray=={RAY_TESTED})")
+                            f"(or pip install ray=={RAY_TESTED})")
         self.address, self.cpus, self.gpus = address, cpus, gpus
 
     @property
@@ -54,8 +54,8 @@ class Backend:
                 ray.init(address=self.address, num_cpus=cpus, runtime_env={"env_vars": env},
                          include_dashboard=False, logging_level="ERROR", log_to_driver=True)
             except (ConnectionError, ValueError, RuntimeError) as error:
-                raise UserError(f"--address {self.address}: cannot join the Ray cluster "
-                                  f"({str(error).splitlines()[0][:160]})") from None
+                raise UserError(f"--address {self.address}: cannot join the Ray cluster ({first_line(error)})") \
+                    from None
         cpus = ray.cluster_resources().get("CPU", 0)
         slots = int(cpus // self.cpus)
         if slots < 1:
@@ -110,7 +110,7 @@ class Backend:
                         study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
                         if isinstance(error, UserError):
                             raise error
-                        note(f"search: trial {trial.number} failed in its Ray task: {_first_line(error)}")
+                        note(f"search: trial {trial.number} failed in its Ray task: {_last_line(error)}")
                     results.write(search, study)
         finally:
             _cancel(pending)
@@ -130,7 +130,7 @@ class Backend:
                     if isinstance(error, UserError):
                         raise error
                     if error is not None:
-                        note(f"sweep: {r.setting.name} seed {r.seed} failed in its Ray task: {_first_line(error)}")
+                        note(f"sweep: {r.setting.name} seed {r.seed} failed in its Ray task: {_last_line(error)}")
                     ended(r, holder)
         finally:
             _cancel(pending)
@@ -144,7 +144,8 @@ def _cancel(pending):
         ray.cancel(ref, force=True)
 
 
-def _first_line(error):
+def _last_line(error):
+    """What a task's traceback ends with: its exception (Ray's message starts with the whole traceback)."""
     text = str(error).strip().splitlines()
     return text[-1][:200] if text else type(error).__name__
 
