@@ -50,12 +50,17 @@ class DivergedError(UserError):
 
 
 class Interrupted(UserError):
-    """SIGINT or SIGTERM; the message says what was kept."""
+    """SIGINT or SIGTERM; the message says what was kept, then (``advice``) how to continue."""
 
-    def __init__(self, signum, message):
-        super().__init__(message)
+    def __init__(self, signum, message, advice=None):
+        super().__init__(f"{message}; {advice}" if advice else message)
         self.signum = signum
         self.exit_code = 128 + signum
+        self.kept, self.advice = message, advice
+
+    def advising(self, advice):
+        """The same stop with other advice: a sweep or a search continues its run by its own command."""
+        return Interrupted(self.signum, self.kept, advice)
 
     @property
     def signal_name(self):

@@ -148,8 +148,8 @@ class Trainer:
         if self._saved_at != self.state.global_step:
             self._save_checkpoint()
         name = "Ctrl-C" if signum == 2 else "SIGTERM"
-        raise Interrupted(signum, f"{name} at step {self.state.global_step}: checkpoint saved in "
-                                  f"{self.checkpoint}; continue with --set trainer.resume=true")
+        raise Interrupted(signum, f"{name} at step {self.state.global_step}: checkpoint saved in {self.checkpoint}",
+                          advice="continue with --set trainer.resume=true")
 
     def _restore_best(self):
         """Put the best model's weights back into ``self.model``: from memory, or

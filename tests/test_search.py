@@ -344,3 +344,24 @@ def test_a_spent_time_budget_starts_no_trial_and_says_so(tmp_path, capsys):
     assert read_json(root / "search.json")["trials"] == []
     assert "No trial has finished yet." in (root / "search.md").read_text(encoding="utf-8")
     assert (root / "search.png").exists() and not (root / "best-params.json").exists()
+
+
+@pytest.mark.parametrize("argv, advice", [
+    (["--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)"],
+     "the same --search command continues the study, and trial 0 from that checkpoint"),
+    (["--sweep", "model.loss.name=ce,focal"], "the same --sweep command continues the sweep, and this run from "
+                                              "that checkpoint"),
+])
+def test_a_stopped_search_or_sweep_says_its_own_command_continues_it(argv, advice, tmp_path, capsys, monkeypatch):
+    """SIGTERM mid-trial: the trainer's checkpoint line, with the advice to run the same command again
+    (not --set trainer.resume=true, which would train that one run outside the search or sweep)."""
+    from appzoo import runner
+    from appzoo.errors import Interrupted
+
+    def stopped(plan, callbacks=()):
+        raise Interrupted(15, "SIGTERM at step 3: checkpoint saved in X", advice="continue with --set "
+                                                                              "trainer.resume=true")
+
+    monkeypatch.setattr(runner, "run", stopped)
+    assert main("--param_path", param_file(tmp_path), *argv) == 143
+    assert capsys.readouterr().err == f"error: SIGTERM at step 3: checkpoint saved in X; {advice}\n"

@@ -317,8 +317,11 @@ def run_trial(search, study, trial, overrides, threads=None):
         files.write_json(os.path.join(folder, DIVERGED_FILE), {"trial": trial.number, "error": str(error)})
         note(f"search: trial {trial.number} diverged ({error}); recorded, and the search goes on")
         return record(TrialState.FAIL, diverged=str(error))
-    except Interrupted:
-        raise  # left running: the next start sees this worker gone and continues it
+    except Interrupted as stop:  # left running: the next start sees this worker gone and continues the trial
+        if stop.advice is None:
+            raise
+        raise stop.advising(f"the same --search command continues the study, and trial {trial.number} from "
+                            f"that checkpoint") from None
     except UserError as error:  # from the data with these settings (a loss that needs every class, say)
         state = record(TrialState.FAIL, error=str(error))
         ended = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from appzoo import files, report_html
 from appzoo.archive import FolderInUse, RunFolder
-from appzoo.errors import ConfigError, DivergedError, UserError
+from appzoo.errors import ConfigError, DivergedError, Interrupted, UserError
 from appzoo.progress import note, progress
 from appzoo.sweep.settings import Setting, grid, parse_axes, set_key
 from appzoo.sweep.plots import plot
@@ -201,6 +201,11 @@ def run_one(sweep, r):
         runner.run(r.plan)
     except FolderInUse:  # taken between the check and the lock
         return "another run"
+    except Interrupted as stop:
+        if stop.advice is None:
+            raise
+        raise stop.advising("the same --sweep command continues the sweep, and this run from that "
+                            "checkpoint") from None
     except DivergedError as error:
         files.write_json(os.path.join(r.folder, DIVERGED_FILE), {"seed": r.seed, "error": str(error)})
         note(f"sweep: {r.setting.name} seed {r.seed} diverged ({error}); recorded in its "
