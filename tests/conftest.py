@@ -139,3 +139,23 @@ def served_runs(tmp_path_factory):
     from serving import train
 
     return train(tmp_path_factory.mktemp("served"))
+
+
+# ---- a skip must not hide a missing requirement (tests/required_skips.py)
+from required_skips import hidden_requirement_failure, provided_modules  # noqa: E402
+
+PROVIDED = provided_modules()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.skipped and call.excinfo is not None:
+        hidden_requirement_failure(report, str(call.excinfo.value), item.nodeid, PROVIDED)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    report = (yield).get_result()
+    if report.skipped:  # a module-level importorskip: longrepr is (path, line, "Skipped: message")
+        hidden_requirement_failure(report, str(report.longrepr), collector.nodeid, PROVIDED)

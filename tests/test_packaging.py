@@ -42,3 +42,20 @@ def test_the_dependencies_are_those_of_requirements_txt():
         required = [line.split("#")[0].strip() for line in f]
     project = pyproject()["project"]
     assert project["dependencies"] + project["optional-dependencies"]["test"] == [r for r in required if r]
+
+
+def test_every_file_of_the_packages_that_is_not_python_is_package_data():
+    import fnmatch
+
+    globs = pyproject()["tool"]["setuptools"]["package-data"]
+    missing = []
+    for top in ("appzoo", "tasks"):
+        for base, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if name.endswith((".py", ".pyc")):
+                    continue
+                inside = os.path.relpath(os.path.join(base, name), os.path.join(ROOT, top)).replace(os.sep, "/")
+                if not any(fnmatch.fnmatch(inside, g) for g in globs.get(top, ())):
+                    missing.append(f"{top}/{inside}")
+    assert missing == [], f"not in [tool.setuptools.package-data], so a wheel would leave them out: {missing}"
