@@ -59,3 +59,17 @@ def test_every_file_of_the_packages_that_is_not_python_is_package_data():
                 if not any(fnmatch.fnmatch(inside, g) for g in globs.get(top, ())):
                     missing.append(f"{top}/{inside}")
     assert missing == [], f"not in [tool.setuptools.package-data], so a wheel would leave them out: {missing}"
+
+
+def test_constraints_pin_every_requirement_inside_its_range():
+    from packaging.requirements import Requirement
+
+    with open(os.path.join(ROOT, "constraints.txt"), encoding="utf-8") as f:
+        pins = dict(line.split("#")[0].strip().split("==") for line in f if line.split("#")[0].strip())
+    pins = {name.lower().replace("_", "-"): version for name, version in pins.items()}
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as f:
+        required = [Requirement(line.split("#")[0].strip()) for line in f if line.split("#")[0].strip()]
+    for requirement in required:
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"constraints.txt does not pin {requirement.name}"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (requirement, pins[name])
