@@ -122,12 +122,9 @@ def main(argv=None):
             return run_param_file(config)
         command = shlex.join(["python", "run_trainer.py", *argv])  # for the results of a search or sweep
         if args.search is not None:
-            if args.sweep or args.seeds is not None:
-                raise UserError("--search and --sweep are two ways to choose settings; give one of them")
-            from appzoo.search import plan_search, run_search
+            from appzoo.search import run_search
 
-            search = plan_search(config, args.param_path, [s for s in args.search if s], trials=args.trials,
-                                 timeout=args.timeout, do=do, command=command)
+            search = plan_search_of(args, config, do, command)
             run_search(search, backend=_backend(args))
             print(f"search results in {search.root}/search.md")
             return 0
@@ -155,6 +152,17 @@ def main(argv=None):
             print(f"{split}: {scalars}")
     print(f"outputs in {plan.trainer.output_dir}")
     return 0
+
+
+def plan_search_of(args, config, do, command=None):
+    """The search that ``--search`` (with ``--trials``, ``--timeout``) asks of ``config``, planned: its ranges,
+    its study folder (nothing written; tests/bad_input_harness.py plans a case's search with it)."""
+    if args.sweep or args.seeds is not None:
+        raise UserError("--search and --sweep are two ways to choose settings; give one of them")
+    from appzoo.search import plan_search
+
+    return plan_search(config, args.param_path, [s for s in args.search if s], trials=args.trials,
+                       timeout=args.timeout, do=do, command=command)
 
 
 def _backend(args):

@@ -10,6 +10,7 @@ wording, ``invalid UTF-8 byte 0x.. at column N``, the fact uses it). Its
 stage says where it must be refused (PLAN, READ or RUN). How a case is run
 and judged: tests/bad_input_harness.py.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -696,6 +697,58 @@ def _(ws):
 @case("output-dir-under-a-file", "output folder", r"trainer\.output_dir", r"a_file\.txt")
 def _(ws):
     return argv(ws.params(CLS), f"trainer.output_dir={ws.write('a_file.txt', 'x')}/out")
+
+
+# --- --search: its study folder and its command line -------------------------------------
+SEARCH = ["--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)"]
+STUDY = r"out/search/study\.db"
+
+
+def search_case(id, make, *facts):
+    """A search into an output folder whose ``search/`` ``make(ws)`` left: it must stay byte for byte."""
+    def build(ws):
+        make(ws)
+        ws.prior = ws.path("out")  # checked as a finished run is: no file changed, none added
+        return argv(ws.params(CLS)) + SEARCH
+    case(id, "search study", *facts)(build)
+
+
+def optuna_study(ws):
+    """``out/search/study.db``: a new, empty study, as Optuna makes it (the search's name)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # its "A new study created" line goes to stderr
+    os.makedirs(ws.path("out", "search"))
+    optuna.create_study(study_name="search", storage=f"sqlite:///{ws.path('out', 'search', 'study.db')}")
+    return ws.path("out", "search", "study.db")
+
+
+def study_truncated(ws):
+    truncate("study.db")(os.path.dirname(optuna_study(ws)))
+
+
+def study_of_another_program(ws):
+    import sqlite3
+
+    os.makedirs(ws.path("out", "search"))
+    with contextlib.closing(sqlite3.connect(ws.path("out", "search", "study.db"))) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+        db.commit()
+
+
+search_case("search-study-db-garbage", lambda ws: ws.write("out/search/study.db", b"not a database\n" * 64),
+            STUDY, r"(?i)optuna study|database")
+search_case("search-study-db-truncated", study_truncated, STUDY, r"(?i)optuna study|malformed")
+search_case("search-study-db-of-another-program", study_of_another_program, STUDY, r"(?i)optuna study",
+            r"\bnotes\b")
+search_case("search-study-db-is-a-folder", lambda ws: os.makedirs(ws.path("out", "search", "study.db")), STUDY,
+            r"(?i)folder")
+search_case("search-folder-is-a-file", lambda ws: ws.write("out/search", "x"), r"out/search\b", r"(?i)file")
+
+
+@case("search-key-given-twice", "search study", r"--search", r"trainer\.learning_rate", r"uniform\(1e-4,1e-2\)")
+def _(ws):
+    return argv(ws.params(CLS)) + SEARCH + ["--search", "trainer.learning_rate=uniform(1e-4,1e-2)"]
 
 
 @case("output-dir-holds-finished-run", "output folder", r"trainer\.output_dir", r"/out\b")

@@ -367,7 +367,11 @@ def plan_in_process(case, ws):
         outcome.stage = PLAN
         config = load_param_file(options.param_path)
         apply_overrides(config, options.set)
-        plan = validate(config, options.param_path, do=run_trainer.parse_do(options.do))
+        do = run_trainer.parse_do(options.do)
+        if options.search is not None:  # a search plans its ranges and checks its study folder
+            plan = run_trainer.plan_search_of(options, config, do)
+        else:
+            plan = validate(config, options.param_path, do=do)
         if case.stage != PLAN:
             outcome.stage = READ
             prepare(plan)  # dropped at once: its temporary vocabulary folder goes with it

@@ -87,6 +87,9 @@ BAD = [
      "search.timeout_s: must be > 0, got -5.0"),
     (["--search", "trainer.seed=int(1,3)", "--sweep", "trainer.seed=1,2"],
      "--search and --sweep are two ways to choose settings; give one of them"),
+    (["--search", "trainer.learning_rate=log_uniform(1e-5,1e-3)", "--search", "trainer.learning_rate=uniform(1e-4,1e-3)"],
+     "--search 'trainer.learning_rate=uniform(1e-4,1e-3)': trainer.learning_rate overlaps another --search key "
+     "trainer.learning_rate; give each key once"),
 ]
 
 
@@ -365,3 +368,143 @@ def test_a_stopped_search_or_sweep_says_its_own_command_continues_it(argv, advic
     monkeypatch.setattr(runner, "run", stopped)
     assert main("--param_path", param_file(tmp_path), *argv) == 143
     assert capsys.readouterr().err == f"error: SIGTERM at step 3: checkpoint saved in X; {advice}\n"
+
+
+# ---- the study file: one line for a study that cannot be used (corrupt ones: tests/bad_input_cases.py)
+def _optuna_study(root):
+    """``root/study.db``: a new study as Optuna makes it, without a trial."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    root.mkdir(parents=True)
+    optuna.create_study(study_name="search", storage=f"sqlite:///{root / 'study.db'}")
+    return root / "study.db"
+
+
+@pytest.mark.parametrize("which", ["study.db", "its folder"])
+def test_a_read_only_study_is_one_line_and_left_as_it_was(which, tmp_path, capsys):
+    from bad_input_harness import tree_hashes
+
+    path = param_file(tmp_path)
+    root = tmp_path / "out" / "search"
+    db = _optuna_study(root)
+    target = db if which == "study.db" else root
+    target.chmod(0o444 if target == db else 0o555)
+    immutable = False
+    if os.access(target, os.W_OK):  # root: chmod does not stop its writes; an immutable file does
+        immutable = subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode == 0
+        if not immutable:
+            pytest.skip("running as root, where chmod does not stop writes, and chattr +i is not possible "
+                        "here; the read-only error found while writing is tested below")
+    try:
+        before = tree_hashes(root)
+        assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)") == 2
+        assert capsys.readouterr().err == (
+            f"error: {db}: cannot write the study (read-only); make it writable, or set trainer.output_dir to "
+            f"another folder\n" if target == db else
+            f"error: {root}: cannot write in this folder (the study and its trials are kept there); make it "
+            f"writable, or set trainer.output_dir to another folder\n")
+        assert tree_hashes(root) == before
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(target)], check=True)
+        target.chmod(0o644 if target == db else 0o755)  # for pytest's clean-up of its old folders
+
+
+def test_a_study_db_that_is_a_broken_link_is_one_line(tmp_path, capsys):
+    root = tmp_path / "out" / "search"
+    root.mkdir(parents=True)
+    (root / "study.db").symlink_to(tmp_path / "gone.db")  # SQLite would make the file it points to
+    assert main("--param_path", param_file(tmp_path), "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)") == 2
+    assert capsys.readouterr().err == (
+        f"error: {root / 'study.db'}: not a regular file (a broken link, a device or a pipe); move it and the trial "
+        f"folders beside it away, or set trainer.output_dir to another folder, to start a new study\n")
+    assert os.listdir(root) == ["study.db"] and not (tmp_path / "gone.db").exists()
+
+
+@pytest.mark.parametrize("sqlite_says, code, advice", [
+    ("attempt to write a readonly database", 2, "make it and its folder writable, or set trainer.output_dir to "
+                                                "another folder"),
+    ("database or disk is full", 1, "free some space, then the same command continues the study"),
+    ("database is locked", 1, "on a network file system without working locks, keep trainer.output_dir on a "
+                              "local disk"),
+    ("database disk image is malformed", 2, "move it and the trial folders beside it away, or set "
+                                            "trainer.output_dir to another folder, to start a new study"),
+])
+def test_an_error_of_the_study_found_while_writing_is_one_line(sqlite_says, code, advice, tmp_path, capsys,
+                                                               monkeypatch):
+    """What SQLite says under SQLAlchemy under Optuna (each wraps the one below, as Optuna's commit does), when
+    the study turns read-only, full, locked or damaged once the search has begun."""
+    import sqlite3
+
+    import optuna
+    import sqlalchemy
+
+    from appzoo.search import study
+
+    def load_study(search, worker_index=0):
+        try:
+            try:
+                raise sqlite3.OperationalError(sqlite_says)
+            except sqlite3.OperationalError as error:
+                raise sqlalchemy.exc.OperationalError("INSERT INTO studies", {}, error) from error
+        except sqlalchemy.exc.OperationalError as error:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from error
+
+    monkeypatch.setattr(study, "load_study", load_study)
+    path = param_file(tmp_path)
+    assert main("--param_path", path, "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)") == code
+    db = tmp_path / "out" / "search" / "study.db"
+    what = ("another worker held the study locked for over a minute" if "locked" in sqlite_says else
+            "not a readable Optuna study" if "malformed" in sqlite_says else "cannot write the study")
+    assert capsys.readouterr().err == f"error: {db}: {what} ({sqlite_says}); {advice}\n"
+
+
+def test_a_study_of_another_optuna_schema_says_how_to_upgrade_it(tmp_path, capsys):
+    import sqlite3
+
+    from bad_input_harness import tree_hashes
+
+    root = tmp_path / "out" / "search"
+    db = _optuna_study(root)
+    with sqlite3.connect(db) as connection:  # an older schema than this Optuna's
+        connection.execute("UPDATE alembic_version SET version_num = 'v3.0.0.d'")
+    connection.close()
+    before = tree_hashes(root)
+    assert main("--param_path", param_file(tmp_path), "--search", "trainer.learning_rate=log_uniform(1e-3,1e-2)") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {db}: The runtime optuna version ") and len(err.splitlines()) == 1, err
+    assert f"`$ optuna storage upgrade --storage sqlite:///{db}`" in err
+    assert tree_hashes(root) == before
+
+
+@pytest.mark.parametrize("second, message", [
+    ("diverged", "every trial diverged (2 of 2)"),
+    ("no dev evaluation", "no trial trained: 1 of 2 diverged, the others failed"),
+])
+def test_a_search_whose_every_trial_diverged_exits_3_as_a_diverged_run(second, message, tmp_path, capsys,
+                                                                      monkeypatch):
+    """No setting trained: exit 3 and one line, with the trials recorded (a real divergence is recorded in
+    the pruning test above; here runner.run diverges at once, for no training)."""
+    from appzoo import runner
+    from appzoo.errors import DivergedError
+
+    def run(plan, callbacks=()):
+        os.makedirs(plan.trainer.output_dir)  # as a run makes its folder
+        if plan.trainer.learning_rate == 1e30 or second == "diverged":
+            raise DivergedError("step 2: the training loss nan is not finite")
+        return {"best": {"value": None}, "train": {"steps": 2}}  # a run that never evaluated on dev
+
+    monkeypatch.setattr(runner, "run", run)
+    path = param_file(tmp_path, search={"space": {"trainer.learning_rate": "choice(1e30, 1e31)"}, "trials": 2,
+                                        "start_with": [{"trainer.learning_rate": 1e30},
+                                                       {"trainer.learning_rate": 1e31}]})
+    assert main("--param_path", path, "--search") == 3
+    root = tmp_path / "out" / "search"
+    assert capsys.readouterr().err == (
+        f"error: search: {message}: the training loss or a gradient was not finite; lower trainer.learning_rate "
+        f"(or its searched range), keep trainer.max_grad_norm > 0, or check the data; each trial's error is in "
+        f"{root}/search.md\n")
+    trials = read_json(root / "search.json")["trials"]
+    assert [t["state"] for t in trials] == ["diverged", "diverged" if second == "diverged" else "failed"]
+    assert "| 0 | diverged |" in (root / "search.md").read_text(encoding="utf-8")

@@ -160,11 +160,17 @@ def parse_specs(specs, space=None):
     """The ``--search KEY=SPACE`` texts (added to, or replacing, the keys of ``space``, the
     param file's ``search.space``) -> ``[Dimension]``, in order; keys that overlap are refused."""
     dimensions = {key: parse_dimension(key, text, f"search.space.{key}") for key, text in (space or {}).items()}
+    given = []  # the keys of --search so far: one may replace a key of the param file, not another --search
     for spec in specs:
         key, sep, text = spec.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"--search {spec!r}: expected KEY.PATH=SPACE, e.g. {EXAMPLE}")
+        clash = [k for k in given if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
+        if clash:
+            raise ConfigError(f"--search {spec!r}: {key} overlaps another --search key {clash[0]}; give each key "
+                              f"once")
+        given.append(key)
         dimensions[key] = parse_dimension(key, text, f"--search {spec!r}")
     keys = list(dimensions)
     for i, key in enumerate(keys):

@@ -15,12 +15,14 @@ import fcntl
 import json
 import os
 import socket
+import sqlite3
 import time
+import urllib.parse
 from typing import List, Optional
 
 from appzoo import callbacks as cb
 from appzoo import files
-from appzoo.errors import ConfigError, DivergedError, Interrupted, RunError, UserError
+from appzoo.errors import ConfigError, DivergedError, Interrupted, RunError, UserError, first_line
 from appzoo.progress import note
 from appzoo.search import results
 from appzoo.search.config import SearchConfig
@@ -120,10 +122,117 @@ def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, c
             node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
         baseline[d.key] = None if node is _MISSING else node
     root = os.path.join(plan.trainer.output_dir, "search")
+    check_study_folder(root)
     return Search(root, base, settings, dimensions, plan.metric, plan.greater, baseline, param_path, command)
 
 
 # ------------------------------------------------------------- the study
+#: What a message about a study that cannot be used says to do.
+NEW_STUDY = ("move it and the trial folders beside it away, or set trainer.output_dir to another folder, to start "
+             "a new study")
+
+
+def check_study_folder(root):
+    """Before anything is written: ``root`` (``<output_dir>/search``) is a folder or absent, and its
+    ``study.db`` is absent, empty, or an Optuna study that SQLite reads whole and this process may write.
+    A UserError naming the file otherwise; reads only (a read-only connection)."""
+    if not os.path.lexists(root):
+        return
+    if not os.path.isdir(root):
+        raise UserError(f"{root}: is a file, not a folder; a search keeps its study and its trials in "
+                        f"<output_dir>/search/: move the file away, or set trainer.output_dir to another folder")
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise UserError(f"{root}: cannot write in this folder (the study and its trials are kept there); make it "
+                        f"writable, or set trainer.output_dir to another folder")
+    path = os.path.join(root, STUDY_FILE)
+    if not os.path.lexists(path):
+        return
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a folder, not an Optuna study file; {NEW_STUDY}")
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: not a regular file (a broken link, a device or a pipe); {NEW_STUDY}")
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise UserError(f"{path}: cannot write the study (read-only); make it writable, or set "
+                        f"trainer.output_dir to another folder")
+    if os.path.getsize(path) == 0:
+        return  # made and left empty (a start killed at once): Optuna makes the study in it
+    try:
+        tables = _read_tables(path)
+    except sqlite3.DatabaseError as error:
+        if "readonly" in str(error):  # a journal a killed writer left: Optuna's read-write connection rolls it back
+            return
+        raise UserError(f"{path}: not a readable Optuna study ({first_line(error)}); {NEW_STUDY}") from None
+    if tables and not {"studies", "version_info"} <= set(tables):
+        raise UserError(f"{path}: not an Optuna study (an SQLite database of the tables {', '.join(tables)}); "
+                        f"{NEW_STUDY}")
+    if tables:
+        _check_schema(path)
+
+
+def _check_schema(path):
+    """Optuna opens the study read-only: a schema of another Optuna version is a UserError that says how
+    to upgrade it (Optuna's own advice, with the study's address)."""
+    import optuna
+
+    url = f"sqlite:///{os.path.abspath(path)}"
+    try:
+        storage = optuna.storages.RDBStorage(f"sqlite:///file:{urllib.parse.quote(os.path.abspath(path))}"
+                                             f"?mode=ro&uri=true", engine_kwargs={"connect_args": {"timeout": 60}})
+    except RuntimeError as error:  # Optuna's message ends with the command that upgrades the study
+        raise UserError(f"{path}: {str(error).strip().splitlines()[0].replace('$STORAGE_URL', url)}") from None
+    except Exception as error:  # noqa: B902  (only an error SQLite raised underneath is translated)
+        cause = _sqlite_error(error)
+        if cause is None:
+            raise
+        raise UserError(f"{path}: not a readable Optuna study ({first_line(cause)}); {NEW_STUDY}") from None
+    storage.engine.dispose()
+
+
+def _read_tables(path):
+    """The tables of the SQLite database ``path``, after SQLite's own check of every page (quick_check)."""
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=60)) as db:
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError(f"database disk image is malformed: {problems[0]}")
+        return sorted(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+
+def _sqlite_error(error):
+    """The sqlite3 error under an SQLAlchemy or Optuna one (each wraps the one below), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, sqlite3.Error):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+@contextlib.contextmanager
+def storage_errors(root):
+    """An error of SQLite under the study (read-only, full, locked for too long, damaged) as one line
+    naming ``study.db`` and what to do, in place of SQLAlchemy's traceback."""
+    try:
+        yield
+    except Exception as error:  # noqa: B902  (only an error SQLite raised underneath is translated)
+        cause = _sqlite_error(error)
+        if cause is None:
+            raise
+        path, text = os.path.join(root, STUDY_FILE), first_line(cause)
+        if "readonly" in text or "unable to open" in text:
+            raise UserError(f"{path}: cannot write the study ({text}); make it and its folder writable, or set "
+                            f"trainer.output_dir to another folder") from None
+        if "full" in text:
+            raise RunError(f"{path}: cannot write the study ({text}); free some space, then the same command "
+                           f"continues the study") from None
+        if "locked" in text:
+            raise RunError(f"{path}: another worker held the study locked for over a minute ({text}); on a "
+                           f"network file system without working locks, keep trainer.output_dir on a local "
+                           f"disk") from None
+        raise UserError(f"{path}: not a readable Optuna study ({text}); {NEW_STUDY}") from None
+
+
 def _quiet_optuna():
     import warnings
 
@@ -348,18 +457,35 @@ def run_search(search, backend=None):
     os.makedirs(search.root, exist_ok=True)
     worker = Worker(search.root)
     try:
-        with worker.study_lock():
-            study = load_study(search, worker.index)
-        started = time.time()
-        if backend is None:
-            why = _run_here(search, study, worker, started)
-        else:
-            why = backend.run_trials(search, study, worker, started)
-        note(f"search: this worker stops: {why}")
-        summary = results.finish(search, study)
+        with storage_errors(search.root):
+            with worker.study_lock():
+                study = load_study(search, worker.index)
+            started = time.time()
+            if backend is None:
+                why = _run_here(search, study, worker, started)
+            else:
+                why = backend.run_trials(search, study, worker, started)
+            note(f"search: this worker stops: {why}")
+            summary = results.finish(search, study)
     finally:
         worker.release()
+    check_some_trial_trained(search, summary)
     return summary
+
+
+def check_some_trial_trained(search, summary):
+    """DivergedError (exit 3, as a run that diverges) when the study has ended and its every trial diverged
+    or failed, one at least diverged: there is no setting to report."""
+    ended = [r for r in summary["trials"] if r["state"] != "abandoned"]
+    states = [r["state"] for r in ended]
+    if not ended or "diverged" not in states or any(s not in ("diverged", "failed") for s in states):
+        return
+    diverged = states.count("diverged")
+    what = (f"every trial diverged ({diverged} of {len(ended)})" if diverged == len(ended) else
+            f"no trial trained: {diverged} of {len(ended)} diverged, the others failed")
+    raise DivergedError(f"search: {what}: the training loss or a gradient was not finite; lower "
+                        f"trainer.learning_rate (or its searched range), keep trainer.max_grad_norm > 0, or check "
+                        f"the data; each trial's error is in {os.path.join(search.root, 'search.md')}")
 
 
 def _run_here(search, study, worker, started):
