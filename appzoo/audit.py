@@ -15,6 +15,8 @@ import collections
 
 import numpy as np
 
+from appzoo.markdown import literal
+
 
 #: a split's largest class over its smallest above this is worth a warning
 IMBALANCE_WARNING = 10.0
@@ -220,12 +222,14 @@ def _conflicts(splits):
 
 
 def to_markdown(report, title):
-    """audit.md: the report as tables, warnings first."""
-    lines = [f"# Data audit: {title}", ""]
+    """audit.md: the report as tables, warnings first; what comes from the data (class names, texts, words, and
+    the warnings that quote them) as :func:`~appzoo.markdown.literal`."""
+    lines = [f"# Data audit: {literal(title)}", ""]
     if report["warnings"]:
-        lines += ["## Warnings", ""] + [f"- {w}" for w in report["warnings"]] + [""]
+        lines += ["## Warnings", ""] + [f"- {literal(w)}" for w in report["warnings"]] + [""]
     if report.get("what_to_try"):
-        lines += ["## What to try", ""] + [f"- `{a['key']}: {a['try']}`: {a['why']}" for a in report["what_to_try"]]
+        lines += ["## What to try", ""] + [f"- `{a['key']}: {a['try']}`: {literal(a['why'])}"
+                                           for a in report["what_to_try"]]
         lines.append("")
     what = "split into windows" if report.get("long_inputs") == "windows" else "cut"
     lines += ["## Splits", "", f"Lengths are in tokens (word pieces, with [CLS]/[SEP]) before any cut; inputs "
@@ -244,18 +248,19 @@ def to_markdown(report, title):
         if row.get("labels"):
             total = sum(row["labels"].values())
             lines += ["", f"### Classes in {split}", "", "| class | count | share |", "|---|---|---|"]
-            lines += [f"| {k} | {v} | {v / total:.2%} |" for k, v in row["labels"].items()]
+            lines += [f"| {literal(k)} | {v} | {v / total:.2%} |" for k, v in row["labels"].items()]
     for split, row in report["splits"].items():
         u = row.get("unknown_words")
         if u:
             lines += ["", f"### Words with [UNK] pieces in {split}: {u['distinct']} distinct, {u['occurrences']} "
-                          f"occurrence(s)", "", ", ".join(f"`{w}` ({c})" for w, c in u["top"].items())]
+                          f"occurrence(s)", "", ", ".join(f"{literal(w)} ({c})" for w, c in u["top"].items())]
     lines += ["", "## Leakage and conflicts", "", "| between | shared texts | examples |", "|---|---|---|"]
-    lines += [f"| {k} | {v['count']} | {_clip(v['examples'])} |" for k, v in report["leakage"].items()]
+    lines += [f"| {k} | {v['count']} | {literal(_clip(v['examples']))} |" for k, v in report["leakage"].items()]
     lines += ["", f"Texts with conflicting labels: {report['conflicts']['count']}"
-              + (f" (e.g. {_clip(report['conflicts']['examples'])})" if report["conflicts"]["count"] else "")]
+              + (f" (e.g. {literal(_clip(report['conflicts']['examples']))})" if report["conflicts"]["count"] else "")]
     if report.get("task"):
-        lines += ["", "## Task", ""] + [f"- **{k}**: {_clip(v, 300)}" for k, v in report["task"].items()]
+        lines += ["", "## Task", ""] + [f"- **{literal(k)}**: {literal(_clip(v, 300))}"
+                                        for k, v in report["task"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -266,5 +271,5 @@ def _percent(share):
 
 def _clip(value, width=160):
     text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    text = text.replace("|", "\\|").replace("\n", " ")
+    text = text.replace("\n", " ")  # one line for the console; audit.md escapes the rest
     return text if len(text) <= width else text[:width - 3] + "..."

@@ -11,7 +11,9 @@ dict every task shares:
   "confidence", "detail", "text", "index"}``; ``kind`` is one of
   :data:`KINDS`, ``confidence`` (None where the model gives none) orders a
   class's mistakes, most confident first, ``index`` is the example's
-  position in its split;
+  position in its split; an entity's row also has ``entity`` and its
+  ``context`` (the text before and after it in ``text``, which marks the
+  entity in bold);
 * for NER, ``sentences``: ``{index: {"pieces", "gold", "predicted"}}`` for
   each sentence with a mistake: its text in pieces, one per token (their
   concatenation is the sentence), and its ``[type, start, end]`` entities, so
@@ -26,7 +28,7 @@ import os
 from collections import Counter
 
 from appzoo.files import write_jsonl, write_text
-from appzoo.markdown import cell
+from appzoo.markdown import literal
 
 #: kinds of mistake, in the order errors.md lists them, with their headings
 KINDS = {
@@ -130,12 +132,16 @@ def entity_mistakes(sentences, gold, predicted, join):
 
 
 def _entity_row(kind, name, gold, predicted, tokens, start, end, join, detail=None):
-    """One entity mistake, its sentence cut to :data:`CONTEXT` characters each side of the entity, which is bold."""
-    left, entity, right = join(tokens[:start]), join(tokens[start:end]), join(tokens[end:])
+    """One entity mistake, its sentence cut to :data:`CONTEXT` characters each side of the entity, which is bold.
+    The context keeps the gaps ``join`` puts around the entity (``New **York** is``, not ``New**York**is``)."""
+    entity, upto, sentence = join(tokens[start:end]), join(tokens[:end]), join(tokens)
+    left = upto[:len(upto) - len(entity)] if upto.endswith(entity) else join(tokens[:start])
+    right = sentence[len(upto):] if sentence.startswith(upto) else join(tokens[end:])
     left = left if len(left) <= CONTEXT else "…" + left[-CONTEXT:]
     right = right if len(right) <= CONTEXT else right[:CONTEXT] + "…"
     return {"kind": kind, "class": name, "gold": gold, "predicted": predicted, "confidence": None,
-            "detail": detail, "text": f"{left}**{entity}**{right}", "entity": entity, "span": [start, end]}
+            "detail": detail, "text": f"{left}**{entity}**{right}", "entity": entity, "context": [left, right],
+            "span": [start, end]}
 
 
 def _pieces(tokens, join):
@@ -213,11 +219,12 @@ def write(root, reader, labels, evaluated, metrics):
 
 def to_markdown(name, described, metrics):
     """errors.md: per split, the class warnings, the costliest confusions and
-    the most confident mistakes of each kind and class."""
-    lines = [f"# Errors: {name}", ""]
+    the most confident mistakes of each kind and class. Every text and
+    label name in it is :func:`~appzoo.markdown.literal`."""
+    lines = [f"# Errors: {literal(name)}", ""]
     for split, mistakes in described.items():
         lines += [f"## {split}", ""]
-        lines += [f"- {line}" for line in metrics[split].get("class_warnings", [])]
+        lines += [f"- {literal(line)}" for line in metrics[split].get("class_warnings", [])]
         if metrics[split].get("class_warnings"):
             lines.append("")
         if mistakes is None:
@@ -239,7 +246,7 @@ def _confusion_table(mistakes):
     lines = ["### Confusions that cost most", "", "| gold | predicted | count | share of gold |", "|---|---|---|---|"]
     for c in mistakes["confusions"][:CONFUSIONS]:
         share = f"{c['count'] / gold[c['gold']]:.1%}" if gold.get(c["gold"]) else "–"
-        lines.append(f"| {cell(c['gold'])} | {cell(c['predicted'])} | {c['count']} | {share} |")
+        lines.append(f"| {literal(c['gold'])} | {literal(c['predicted'])} | {c['count']} | {share} |")
     more = len(mistakes["confusions"]) - CONFUSIONS
     return lines + (["", f"({more} more pairs)"] if more > 0 else []) + [""]
 
@@ -256,22 +263,28 @@ def _kind_section(kind, title, rows, mistakes):
         shown = group[:PER_CLASS]
         of = (f"of {mistakes['predicted'].get(name, 0)} predicted" if kind == "spurious"
               else f"of {mistakes['gold'].get(name, 0)} in gold")
-        lines += [f"**{cell(name)}**: {len(group)} {of}"
+        lines += [f"**{literal(name)}**: {len(group)} {of}"
                   + (f", the {'most confident ' if group[0]['confidence'] is not None else 'first '}{len(shown)}"
                      if len(group) > len(shown) else ""), ""]
         scored, details = any(r["confidence"] is not None for r in shown), any(r.get("detail") for r in shown)
         header = ["gold", "predicted"] + ["confidence"] * scored + ["text"] + ["note"] * details
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in shown:
-            cells = [cell(r["gold"]), cell(r["predicted"])]
+            cells = [literal(r["gold"]), literal(r["predicted"])]
             if scored:
                 cells.append("–" if r["confidence"] is None else f"{r['confidence']:.3f}")
-            cells.append(cell(r["text"] if r.get("entity") else _short(r["text"])))
+            cells.append(_entity_text(r) if r.get("entity") else literal(_short(r["text"])))
             if details:
-                cells.append(cell(r.get("detail") or ""))
+                cells.append(literal(r.get("detail") or ""))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines
+
+
+def _entity_text(row):
+    """An entity mistake's text with the entity in bold: its parts escaped, the bold markers not."""
+    left, right = row["context"]
+    return f"{literal(left)}**{literal(row['entity'])}**{literal(right)}"
 
 
 def _short(text):

@@ -3,15 +3,17 @@ import os
 
 from appzoo import report_html
 from appzoo.files import write_text
+from appzoo.markdown import literal
 from appzoo.metrics import scalars
 
 
 def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
     """Write report.md, report.html (:mod:`appzoo.report_html`; ``mistakes``:
     ``{split: described}`` of :func:`appzoo.mistakes.write`) and, when
-    ``plots``, plots/*.png."""
+    ``plots``, plots/*.png. Label names go into report.md as
+    :func:`~appzoo.markdown.literal`."""
     images = _plots(output_dir, metrics, history, labels) if plots else []
-    lines = [f"# Run report: {os.path.basename(os.path.abspath(output_dir))}", ""]
+    lines = [f"# Run report: {literal(os.path.basename(os.path.abspath(output_dir)))}", ""]
     best = metrics.get("best")
     if best:
         lines += [f"Best checkpoint: step {best['step']}"
@@ -26,10 +28,10 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
         table = metrics[split].get("per_class") or metrics[split].get("per_type")
         if table:
             lines += ["", "| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
-            lines += [f"| {name} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | {row['support']} |"
-                      for name, row in table.items()]
+            lines += [f"| {literal(name)} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | "
+                      f"{row['support']} |" for name, row in table.items()]
         if metrics[split].get("class_warnings"):  # appzoo.mistakes: classes never predicted or with F1 0
-            lines += [""] + [f"- {line}" for line in metrics[split]["class_warnings"]]
+            lines += [""] + [f"- {literal(line)}" for line in metrics[split]["class_warnings"]]
         lines.append("")
     if os.path.exists(os.path.join(output_dir, "errors.md")):
         lines += ["The mistakes of each evaluated split, class by class: [errors.md](errors.md); every "

@@ -111,6 +111,15 @@ def test_entity_mistakes_missed_spurious_wrong_type_and_wrong_boundary():
     assert "| PER | PER | **张三**在北京的华为工作 | predicted 张 |" in text
 
 
+def test_an_entity_mistake_is_bold_in_errors_md_and_its_text_escaped_around_it():
+    """The bold is errors.md's; a sentence's own asterisks, HTML and ESC show as text (appzoo.markdown.literal)."""
+    tokens = ["<b>", "*x*", "\x1b[1m", "|"]
+    found = mistakes.entity_mistakes([tokens], [[("PER", 1, 2)]], [[]], " ".join)
+    assert found["rows"][0]["context"] == ["<b> ", " \x1b[1m |"]
+    text = mistakes.to_markdown("run", {"dev": found}, {"dev": {}})
+    assert "| PER | (none) | &lt;b&gt; **\\*x\\*** \\u001b\\[1m \\| |" in text
+
+
 def test_a_long_sentence_is_cut_around_the_entity():
     row = mistakes.entity_mistakes([list("甲" * 100 + "北京" + "乙" * 100)], [[("LOC", 100, 102)]], [[]], "".join)
     assert row["rows"][0]["text"] == "…" + "甲" * mistakes.CONTEXT + "**北京**" + "乙" * mistakes.CONTEXT + "…"

@@ -7,7 +7,7 @@ import os
 import shlex
 
 from appzoo import files
-from appzoo.markdown import cell
+from appzoo.markdown import cell, literal
 from appzoo.progress import note
 from appzoo.sweep.settings import set_key
 
@@ -148,10 +148,10 @@ def markdown(summary):
             notes.append(f"its worker stopped; continued by trial {r['continued_by']}")
         if r["continues"] is not None:
             notes.append(f"continues trial {r['continues']}")
-        if r["error"]:
+        if r["error"]:  # may quote the data (a label, a line), hence literal below
             notes.append(r["error"])
         lines.append(f"| {r['trial']} | {r['state']} | {cell(settings)} | {value} | {r['steps'] or ''} | "
-                     f"{r['cpu_time_s'] or ''} | {r['wall_time_s'] or ''} | {cell('; '.join(notes))} |")
+                     f"{r['cpu_time_s'] or ''} | {r['wall_time_s'] or ''} | {literal('; '.join(notes))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ import os
 import statistics
 
 from appzoo import files
+from appzoo.markdown import literal
 
 #: Test (or dev) metrics shown next to the metric the best model is chosen on, when a task reports them.
 #: Matching reports accuracy at its tuned threshold and at argmax (the published anchors' accuracy).
@@ -278,7 +279,7 @@ def markdown(summary, heading="#"):
 
 def _per_class_tables(summary):
     """Mean F1 per class (rows) and setting (columns), per split; a class with F1 0 in every run of a setting is
-    flagged and named below its table."""
+    flagged and named below its table. Class names come from the data: :func:`~appzoo.markdown.literal`."""
     rows = summary["settings"]
     lines = []
     for split in ("dev", "test"):
@@ -298,8 +299,8 @@ def _per_class_tables(summary):
                     continue
                 cells.append(f"{cell['mean']:.4f}" + (" ⚠" if cell["zero_in_every_run"] else ""))
                 if cell["zero_in_every_run"]:
-                    zero.append(f"{name} under {row['setting']} ({cell['runs']} of {cell['runs']} runs)")
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+                    zero.append(f"{literal(name)} under {row['setting']} ({cell['runs']} of {cell['runs']} runs)")
+            lines.append(f"| {literal(name)} | " + " | ".join(cells) + " |")
         if zero:
             lines += ["", f"Warning: never predicted correctly on {split} (F1 0 in every run): {'; '.join(zero)}."]
     return lines
