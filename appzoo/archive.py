@@ -69,6 +69,23 @@ class RunFolder:
         """True once a model was saved here (a run that stopped earlier can be redone)."""
         return self.latest_checkpoint() is not None or os.path.exists(os.path.join(self.best, MARKER))
 
+    def foreign_files(self):
+        """The files here a run would write over, when no run of this toolkit wrote them: the names of
+        :data:`RUN_ARTIFACTS` present (the audit's aside) while ``config.json`` is not a run's (a user's own
+        folder holding a ``metrics.json``, say). A run that stopped before its first save left its config.json,
+        so its folder may be trained into again."""
+        names = [n for n in RUN_ARTIFACTS if n not in AUDIT_FILES and os.path.lexists(self.path(n))]
+        return [] if not names or self._holds_a_runs_config() else names
+
+    def _holds_a_runs_config(self):
+        try:
+            with open(self.path("config.json"), encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            return False
+        return isinstance(config, dict) and all(isinstance(config.get(s), dict)
+                                                for s in ("dataset_reader", "model", "trainer"))
+
     # ---- lock ----------------------------------------------------------
     def lock(self):
         """Take the folder for this process (creating it); FolderInUse when a

@@ -88,6 +88,12 @@ def _validate(config, do):
             f"{' and no checkpoint to continue it from' if trainer.resume == AUTO else ''}; choose another folder, "
             f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
         )
+    foreign = "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.foreign_files()
+    if foreign:
+        raise ConfigError(
+            f"trainer.output_dir: {trainer.output_dir!r} holds files no run wrote ({', '.join(foreign)}), which a "
+            f"run would replace; choose another folder, or set trainer.overwrite_output_dir=true to replace them"
+        )
     trainer.do = modes
     resolved, defaults = resolve(config, trainer=trainer, data=data, reader_class=reader_class,
                                  reader_kwargs=data_section, model_class=model_class, model_kwargs=model_section,

@@ -415,3 +415,27 @@ def test_cli_duplicate_key_and_folder_param_path(tmp_path, capsys):
     assert run_trainer.main(["--param_path", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is a folder" in err and "Traceback" not in err
+
+
+# ---- a folder of a user's own files is not a run's ----------------------------------------
+def test_a_folder_of_a_users_own_files_is_refused_and_left_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "metrics.json").write_text('{"mine": 1}\n')
+    (out / "report.md").write_text("# my notes\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ConfigError, match=r"trainer\.output_dir: '.*/out' holds files no run wrote "
+                                          r"\(metrics\.json, report\.md\).*trainer\.overwrite_output_dir=true"):
+        validate(load(CLS, tmp_path))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    validate(load(CLS, tmp_path, "trainer.overwrite_output_dir=true"))  # asked for: the run may replace them
+
+
+def test_a_run_that_stopped_before_its_first_save_may_be_trained_again(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    config = load(CLS, tmp_path)
+    (out / "config.json").write_text(json.dumps(config))  # what a run writes first; no best/ nor checkpoint yet
+    (out / "train_log.jsonl").write_text('{"step": 1, "loss": 2.0}\n')
+    (out / "audit.md").write_text("# audit\n")
+    validate(config)
