@@ -42,30 +42,45 @@ def train(root, names=tuple(TASKS)):
 
 
 @contextlib.contextmanager
-def live_server(specs, **settings):
+def live_server(specs, *, load=True, **settings):
     """``(base url, app)`` of a server of ``specs`` (``{name: best}``) with the ``serve`` ``settings``,
-    ready (every model loaded); stopped, gracefully, at the end of the block."""
+    ready (every model loaded; ``load=False``: none is loaded, the server answers as while loading);
+    stopped, gracefully, at the end of the block. uvicorn runs with the settings the server's own."""
     import uvicorn
 
     from appzoo.serve.app import create_app
     from appzoo.serve.config import ServeConfig
-    from appzoo.serve.server import listen
+    from appzoo.serve.server import listen, uvicorn_config
 
     config = ServeConfig(**{"port": 0, "engine": "dygraph", **settings})
     sock = listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    app = create_app(specs, config, threads=1)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=config.drain_timeout_s))
+    app = create_app(specs, config, threads=1, load=load)
+    server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        wait_ready(f"http://127.0.0.1:{port}", app)
+        if load:
+            wait_ready(f"http://127.0.0.1:{port}", app)
+        else:
+            wait_live(f"http://127.0.0.1:{port}")
         yield f"http://127.0.0.1:{port}", app
     finally:
         server.should_exit = True
         thread.join(60)
         sock.close()
+
+
+def wait_live(base, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if request(base, "GET", "/v2/health/live")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{base} not live after {timeout} s")
 
 
 def wait_ready(base, app=None, timeout=120):

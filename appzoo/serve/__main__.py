@@ -63,7 +63,8 @@ def run(model_specs, settings, key_path="models"):
     from appzoo.serve.server import serve
 
     load_components()
-    return serve(parse_models(model_specs, key_path), config, threads)
+    # the process exits once served: a SIGTERM repeated after the drain must not kill it with 143
+    return serve(parse_models(model_specs, key_path), config, threads, keep_signal_handlers=True)
 
 
 def run_param_file(config):

@@ -15,7 +15,7 @@ import threading
 import time
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -25,8 +25,18 @@ from appzoo.serve.batcher import QueueFull
 from appzoo.serve.metrics import Metrics
 from appzoo.serve.models import ServedModel, check_inputs
 
-PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "index.html")
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+#: the try-it page and its files, each served with its type (the page holds no inline script or style)
+ASSETS = {"/": ("index.html", "text/html; charset=utf-8"), "/static/page.js": ("page.js", "text/javascript"),
+          "/static/page.css": ("page.css", "text/css")}
+#: the page's own files only (no inline script or style, no other origin), never inside a frame
+PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                           "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                                           "form-action 'none'; frame-ancestors 'none'",
+                "X-Frame-Options": "DENY"}
 RETRY_AFTER = "1"  # seconds: a batch takes milliseconds to a second
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+CLOSE = {"Connection": "close"}  # an answer sent before the body was read: the rest of it is not parsed
 
 
 class Failure(Exception):
@@ -44,7 +54,7 @@ class Models:
     def __init__(self, specs, config, threads, metrics):
         self.specs, self.config, self.threads, self.metrics = dict(specs), config, threads, metrics
         self.loaded = {}
-        self.error = None  # the one line of a model that could not be loaded
+        self.error = None  # the one line of a model that could not be loaded (with its folder: for stderr)
         self.ready = threading.Event()
 
     def load(self, on_error=None):
@@ -71,6 +81,15 @@ class Models:
             raise Failure(503, f"model {name!r} is loading; retry once /v2/health/ready answers 200",
                           {"Retry-After": RETRY_AFTER})
         return self.loaded[name]
+
+    def public(self, message):
+        """``message`` with each model's run folder named by the model (``cls/best/labels.json``): an answer
+        never tells where the server keeps its files."""
+        for name, best in self.specs.items():
+            for folder in {os.path.dirname(os.path.abspath(best)), os.path.dirname(os.path.normpath(best))}:
+                if folder and folder not in (".", os.sep):
+                    message = message.replace(folder + os.sep, name + "/").replace(folder, name)
+        return message
 
     def check_name(self, name):
         """Failure 404 for a name no model of this server has."""
@@ -99,6 +118,9 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     app.state.models, app.state.metrics = models, metrics
     app.add_middleware(_Observe, metrics=metrics)
 
+    def _error(status, message, headers=None):
+        return JSONResponse({"error": models.public(message)}, status_code=status, headers=headers or None)
+
     @app.exception_handler(Failure)
     async def failure(request, error):
         return _error(error.status, error.message, error.headers)
@@ -119,10 +141,14 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
         return _error(500, f"internal error: {type(error).__name__}: {first_line(error)}")
 
     # ---- the try-it page and the list of models ------------------------------
-    @app.get("/", include_in_schema=False)
-    def page():
-        with open(PAGE, encoding="utf-8") as f:
-            return HTMLResponse(f.read())
+    def asset(path):
+        name, media_type = ASSETS[path]
+        with open(os.path.join(STATIC, name), "rb") as f:
+            content = f.read()
+        return lambda: Response(content, media_type=media_type, headers=PAGE_HEADERS)
+
+    for path in ASSETS:
+        app.add_api_route(path, asset(path), methods=["GET"], include_in_schema=False)
 
     @app.get("/models")
     def list_models():
@@ -141,7 +167,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
 
     @app.get("/v2/health/ready")
     def ready():
-        return _readiness(models.ready.is_set(), models.error)
+        return _readiness(models.ready.is_set(), models.error and models.public(models.error))
 
     @app.get("/v2/models/{name}")
     def model_metadata(name: str):
@@ -150,7 +176,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     @app.get("/v2/models/{name}/ready")
     def model_ready(name: str):
         models.check_name(name)
-        return _readiness(name in models.loaded, models.error, name=name)
+        return _readiness(name in models.loaded, models.error and models.public(models.error), name=name)
 
     @app.post("/v2/models/{name}/infer")
     async def infer(name: str, request: Request):
@@ -202,10 +228,6 @@ def _version():
 
 
 # ---- answering -----------------------------------------------------------------------
-def _error(status, message, headers=None):
-    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
-
-
 def _readiness(is_ready, error, name=None):
     body = {"ready": is_ready} if name is None else {"name": name, "ready": is_ready}
     if is_ready:
@@ -281,13 +303,13 @@ async def _read_json(request, limit):
         raise Failure(415, f"Content-Type: charset {charset!r} is not accepted (the body must be UTF-8)")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise Failure(413, f"body: {declared} bytes is over max_body_bytes={limit}")
+        raise Failure(413, f"body: {declared} bytes is over max_body_bytes={limit}", CLOSE)
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise Failure(413, f"body: over max_body_bytes={limit} bytes")
+                raise Failure(413, f"body: over max_body_bytes={limit} bytes", CLOSE)
             chunks.append(chunk)
     except ClientDisconnect:
         raise Failure(499, "the client closed the connection before sending the whole body") from None
@@ -297,7 +319,7 @@ async def _read_json(request, limit):
     except UnicodeDecodeError as e:
         raise Failure(400, f"body: not valid UTF-8 (byte 0x{raw[e.start]:02x} at position {e.start})") from None
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
         raise Failure(400, f"body: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except ValueError as e:  # NaN, Infinity; an integer of more than 4300 digits
@@ -308,6 +330,17 @@ async def _read_json(request, limit):
 
 def _no_constant(name):
     raise ValueError(f"{name} is not JSON")
+
+
+def _no_duplicate_keys(pairs):
+    """A JSON object as a dict; ValueError for a key given twice in it, at any depth (``json`` would keep
+    the last one silently, and a proxy or a log that keeps the first one would see another request)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {_clip(key)} appears twice in one object; give each key once")
+        out[key] = value
+    return out
 
 
 # ---- KServe V2 -------------------------------------------------------------------------
@@ -419,7 +452,8 @@ def _v2_outputs(rows, model):
 
 # ---- observing every request ---------------------------------------------------------
 class _Observe:
-    """ASGI middleware: each HTTP request's route template, status and time into the metrics."""
+    """ASGI middleware: each HTTP request's route template, status and time into the metrics, and
+    ``X-Content-Type-Options: nosniff`` on every answer (a browser never runs a JSON answer as a script)."""
 
     def __init__(self, app, metrics):
         self.app, self.metrics = app, metrics
@@ -432,6 +466,7 @@ class _Observe:
         async def observed_send(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), NOSNIFF]}
             await send(message)
 
         try:

@@ -45,7 +45,21 @@ class ServeConfig:
         "CPU threads of each model's engine; models x threads must not exceed the cores this process may use "
         "(null: the cores shared out over the models)", ge=1)] = None
     drain_timeout_s: Annotated[float, Key(
-        "on SIGTERM or Ctrl-C: stop accepting, then wait this long at most for the requests in flight", ge=0)] = 30.0
+        "on SIGTERM or Ctrl-C: stop accepting, then wait this long at most for the requests in flight (a second "
+        "SIGTERM changes nothing; a second Ctrl-C stops at once, exit 130)", ge=0)] = 30.0
+    max_connections: Annotated[int, Key(
+        "open connections at most; one more is answered 503 with Retry-After and closed. Each holds a file "
+        "descriptor: this plus a reserve of 256 must fit the process's limit (ulimit -n), checked at start",
+        ge=1)] = 1000
+    idle_timeout_s: Annotated[float, Key(
+        "a connection with no request under way (new, or kept alive after an answer) is closed after this long "
+        "without a byte", gt=0)] = 5.0
+    read_timeout_s: Annotated[float, Key(
+        "once a request's first byte arrived, its request line and headers must all arrive within this long "
+        "(else 408), and its body may not pause longer (else the connection is closed)", gt=0)] = 10.0
+    max_header_bytes: Annotated[int, Key("request line and headers of one request, in bytes, at most (more: 431)",
+                                         ge=1024)] = 16_384
+    max_headers: Annotated[int, Key("header fields of one request at most (more: 431)", ge=1)] = 100
 
     def __post_init__(self):
         check_fields(self, "serve")

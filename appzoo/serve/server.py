@@ -2,15 +2,25 @@
 
 Exit codes (as ``run_trainer.py``'s, README.md): 0 after a SIGTERM or
 Ctrl-C once the requests in flight are answered (or ``drain_timeout_s``
-passed); 2 for what the user can fix, each one line on stderr: a port in
-use, a missing or corrupt ``best/``, an engine that is not installed, more
-threads than cores.
+passed); a second SIGTERM while draining changes nothing (a process manager
+that repeats its SIGTERM loses no request; SIGKILL is the way to force), a
+second Ctrl-C stops at once: 130. 2 for what the user can fix, each one
+line on stderr: an address or port that cannot be had, a missing or corrupt
+``best/``, an engine that is not installed, more threads than cores, more
+connections than file descriptors.
 """
+import errno
 import signal
 import socket
 import sys
 
 from appzoo.errors import ConfigError
+
+#: file descriptors kept for what is not a connection: the listening socket, model and log files, the
+#: engines' own, a restart's export
+FD_RESERVE = 256
+#: bind errors that are the port's (another process holds it, or it needs privileges); any other is the address's
+_PORT_ERRORS = {errno.EADDRINUSE: "in use by another process", errno.EACCES: "a port below 1024 needs privileges"}
 
 
 def listen(host, port):
@@ -29,20 +39,26 @@ def listen(host, port):
         sock.listen(2048)
     except OSError as e:
         sock.close()
-        reason = "in use by another process" if e.errno == 98 else e.strerror
-        raise ConfigError(f"serve.port: cannot listen on {host}:{port} ({reason}); choose another "
-                          f"serve.port (--port), or stop what holds it") from None
+        if e.errno in _PORT_ERRORS:
+            raise ConfigError(f"serve.port: cannot listen on {host}:{port} ({_PORT_ERRORS[e.errno]}); choose "
+                              f"another serve.port (--port), or stop what holds it") from None
+        raise ConfigError(f"serve.host: cannot listen on {host}:{port} ({e.strerror}): not an address of this "
+                          f"machine; use 127.0.0.1, 0.0.0.0 (every interface) or one of its own addresses "
+                          f"(--host)") from None
     sock.set_inheritable(True)
     return sock
 
 
-def serve(specs, config, threads, *, ready_message=True):
+def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=False):
     """Serve ``specs`` (``{name: best}``) until SIGTERM or Ctrl-C; the exit code.
-    Raises ConfigError (exit 2) before anything listens when the port cannot be had."""
+    Raises ConfigError (exit 2) before anything listens when the address, the port or the file descriptors
+    cannot be had. ``keep_signal_handlers``: leave SIGTERM and SIGINT caught once served (the command line,
+    whose process is about to exit: a signal repeated after the drain must not turn its exit 0 into 143)."""
     import uvicorn
 
     from appzoo.serve.app import create_app
 
+    check_file_descriptors(config.max_connections)
     sock = listen(config.host, config.port)
     host, port = sock.getsockname()[:2]
     failed = []
@@ -52,8 +68,7 @@ def serve(specs, config, threads, *, ready_message=True):
         server.should_exit = True
 
     app = create_app(specs, config, threads, on_load_error=on_load_error)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=config.drain_timeout_s))
+    server = uvicorn.Server(uvicorn_config(app, config))
     stops = []
     previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM)}  # uvicorn raises a caught signal again at its end
@@ -63,14 +78,51 @@ def serve(specs, config, threads, *, ready_message=True):
     try:
         server.run(sockets=[sock])
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not keep_signal_handlers:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         sock.close()
     if failed:
         print(f"error: {failed[0]}", file=sys.stderr)
         return 2
+    if server.force_exit:  # uvicorn's second Ctrl-C: no drain, no answer to what was in flight
+        app.state.models.stop(0)
+        print("stopped at once (a second Ctrl-C), without waiting for the requests in flight", file=sys.stderr)
+        return 128 + signal.SIGINT
     print("stopped: every request in flight was answered" if stops else "stopped", file=sys.stderr)
     return 0
+
+
+def uvicorn_config(app, config):
+    """uvicorn's settings for ``app`` with the ``serve`` settings ``config``: a graceful stop within
+    ``drain_timeout_s``, the connection limits of :mod:`appzoo.serve.protocol`, no WebSocket."""
+    import uvicorn
+
+    from appzoo.serve.protocol import protocol_class
+
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none",
+                          http=protocol_class(config, app.state.metrics),
+                          timeout_graceful_shutdown=config.drain_timeout_s,
+                          timeout_keep_alive=config.idle_timeout_s)
+
+
+def check_file_descriptors(max_connections, limits=None):
+    """Make room for ``max_connections`` connections, each a file descriptor, plus :data:`FD_RESERVE`:
+    raise the soft limit toward the hard one when needed (``resource``; ``limits``: ``(soft, hard)`` to
+    check instead); ConfigError naming serve.max_connections when even the hard limit is too low."""
+    import resource
+
+    needed = max_connections + FD_RESERVE
+    soft, hard = limits or resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise ConfigError(f"serve.max_connections: {max_connections} connections and {FD_RESERVE} other files need "
+                          f"{needed} file descriptors, and this process may open {hard} at most (ulimit -Hn); set "
+                          f"serve.max_connections to {max(1, hard - FD_RESERVE)} or less, or raise the limit")
+    if limits is None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return needed
 
 
 def _url_host(host):

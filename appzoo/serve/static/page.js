@@ -1,0 +1,138 @@
+// The try-it page's script (index.html): a file of its own, as the page's Content-Security-Policy
+// allows no inline script.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let models = {};
+
+function el(tag, attrs, ...children) {
+  // style is an object of properties set through the CSSOM: the page's Content-Security-Policy refuses
+  // style attributes, and the properties are not markup
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "style") for (const [p, value] of Object.entries(v)) node.style.setProperty(p, value);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+function chosen() { return models[$("model").value]; }
+
+function showModel() {
+  const m = chosen();
+  if (!m) return;
+  const pair = m.input === "pair";
+  $("second").hidden = !pair;
+  $("text_b").required = pair;
+  $("label_a").textContent = pair ? "First text" : "Text";
+  const what = {text_classification: m.multi_label ? "multi-label classification" : "classification",
+                sequence_labeling: "entities (sequence labeling)"}[m.task] || "text matching";
+  $("meta").textContent = `${what} · ${m.labels.length} labels · engine ${m.engine}` +
+    (pair ? ` · threshold ${m.threshold.toFixed(3)}` : "");
+  $("result").replaceChildren();
+}
+
+async function loadModels() {
+  const answer = await fetch("/models").then((r) => r.json());
+  for (const m of answer.models) {
+    models[m.name] = m;
+    $("model").append(el("option", {value: m.name}, m.name));
+  }
+  if (!answer.ready) {
+    $("meta").textContent = "loading the models…";
+    setTimeout(() => { $("model").replaceChildren(); models = {}; loadModels(); }, 1000);
+    return;
+  }
+  showModel();
+}
+
+function probabilityBars(probs, picked, thresholds) {
+  // multi-label: each label's own threshold marked on its bar (a label is given at or above it)
+  const box = el("div", {id: "bars"});
+  const sorted = Object.entries(probs).sort((a, b) => b[1] - a[1]);
+  for (const [name, p] of sorted) {
+    const track = el("div", {class: "track"}, el("div", {class: "fill", style: {width: `${(100 * p).toFixed(1)}%`}}));
+    if (thresholds) {
+      const t = thresholds[name];
+      track.append(el("div", {class: "thr", style: {left: `${(100 * t).toFixed(1)}%`}, title: `threshold ${t.toFixed(3)}`}));
+    }
+    box.append(el("div", {class: "bar" + (picked.includes(name) ? " top" : ""), "data-label": name},
+                  el("span", {class: "name"}, name), track, el("span", {class: "p"}, p.toFixed(3))));
+  }
+  if (thresholds) box.append(el("p", {class: "legend"}, "▏ each label's threshold, tuned on dev"));
+  return box;
+}
+
+// characters the server joins an entity's tokens around without a space (tasks/sequence_labeling/formats.py)
+const CJK = /[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]/;
+const HUES = [215, 30, 130, 330, 270, 55, 180, 0];  // one per entity type, in the order of the model's labels
+
+function entitySentence(m, row, typed) {
+  // The tokens laid back into the text as it was typed, with its own spaces between them (none between the
+  // characters of a Chinese text); a token not found there, as when a reader changed it, is joined to the
+  // one before as the server joins an entity's text (join_tokens).
+  const source = "text" in row ? row.text : typed;
+  const tokens = row.tokens;
+  let cursor = 0;
+  const gaps = tokens.map((token, i) => {
+    const found = source.indexOf(token, cursor);
+    if (found >= 0 && !source.slice(cursor, found).trim()) {  // next in the text, after nothing but spaces
+      const between = source.slice(cursor, found);
+      cursor = found + token.length;
+      return i ? between : "";
+    }
+    return i && !CJK.test(tokens[i - 1].slice(-1)) && !CJK.test(token.charAt(0)) ? " " : "";
+  });
+  const words = (start, end) => tokens.slice(start, end).map((t, k) => (k ? gaps[start + k] : "") + t).join("");
+  const types = [...new Set(m.labels.filter((l) => l !== "O").map((l) => l.replace(/^[BIESLMU]-/, "")))];
+  const box = el("div", {class: "sentence", id: "sentence"});
+  let at = 0;
+  for (const e of row.entities) {
+    if (e.start > at) box.append(gaps[at], words(at, e.start));
+    const hue = HUES[types.indexOf(e.type) % HUES.length] ?? HUES[0];
+    // the type is drawn by CSS (::after), so the sentence's text, and a copy of it, stays the sentence
+    box.append(gaps[e.start], el("mark", {class: "ent", "data-type": e.type, style: {"--hue": String(hue)}},
+                                words(e.start, e.end)));
+    at = e.end;
+  }
+  if (at < tokens.length) box.append(gaps[at], words(at, tokens.length));
+  const list = el("p", {id: "entity-count"}, `${row.entities.length} entit${row.entities.length === 1 ? "y" : "ies"}`);
+  return [box, list];
+}
+
+function render(m, answer, input) {
+  const row = answer.predictions[0];
+  const out = [];
+  if (m.task === "text_classification") {
+    const picked = m.multi_label ? row.labels : [row.label];
+    out.push(el("p", {id: "answer"}, m.multi_label ? "Labels: " : "Label: ",
+                el("b", {}, picked.join(", ") || "(none)")));
+    out.push(probabilityBars(row.probs, picked, m.multi_label ? m.thresholds : null));
+  } else if (m.task === "sequence_labeling") {
+    out.push(...entitySentence(m, row, input));
+  } else {
+    const match = row.score >= m.threshold;
+    out.push(el("p", {class: "score", id: "answer"}, "score ", el("span", {id: "score"}, row.score.toFixed(4)), " ",
+                el("span", {class: match ? "match" : "nomatch"}, match ? "≥" : "<"),
+                ` threshold ${m.threshold.toFixed(4)}: `, el("b", {id: "label"}, row.label)));
+  }
+  for (const note of answer.notes || []) out.push(el("p", {class: "note"}, note));
+  $("result").replaceChildren(...out);
+}
+
+async function submit(event) {
+  event.preventDefault();
+  const m = chosen();
+  const input = m.input === "pair" ? [$("text_a").value, $("text_b").value] : $("text_a").value;
+  $("error").textContent = "";
+  const response = await fetch(`/models/${encodeURIComponent(m.name)}/predict`, {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({inputs: [input]})});
+  const answer = await response.json();
+  if (!response.ok) { $("error").textContent = answer.error; $("result").replaceChildren(); return; }
+  render(m, answer, input);
+  document.body.dataset.answered = String(Number(document.body.dataset.answered || 0) + 1);
+}
+
+$("model").addEventListener("change", showModel);
+$("form").addEventListener("submit", submit);
+loadModels();
