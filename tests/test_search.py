@@ -87,7 +87,8 @@ BAD = [
      "search.timeout_s: must be > 0, got -5.0"),
     (["--search", "trainer.seed=int(1,3)", "--sweep", "trainer.seed=1,2"],
      "--search and --sweep are two ways to choose settings; give one of them"),
-    (["--search", "trainer.learning_rate=log_uniform(1e-5,1e-3)", "--search", "trainer.learning_rate=uniform(1e-4,1e-3)"],
+    (["--search", "trainer.learning_rate=log_uniform(1e-5,1e-3)",
+      "--search", "trainer.learning_rate=uniform(1e-4,1e-3)"],
      "--search 'trainer.learning_rate=uniform(1e-4,1e-3)': trainer.learning_rate overlaps another --search key "
      "trainer.learning_rate; give each key once"),
 ]
@@ -420,6 +421,24 @@ def test_a_study_db_that_is_a_broken_link_is_one_line(tmp_path, capsys):
         f"error: {root / 'study.db'}: not a regular file (a broken link, a device or a pipe); move it and the trial "
         f"folders beside it away, or set trainer.output_dir to another folder, to start a new study\n")
     assert os.listdir(root) == ["study.db"] and not (tmp_path / "gone.db").exists()
+
+
+def test_a_study_a_killed_worker_left_mid_commit_is_not_refused(tmp_path):
+    """A hot journal (a writer killed mid-transaction) is rolled back by the next read-write connection,
+    Optuna's: the read-only check of the plan cannot, and must let it through."""
+    from appzoo.search.study import check_study_folder
+
+    db = _optuna_study(tmp_path / "search")
+    killed = ("import os, sqlite3\n"
+              "db = sqlite3.connect(os.environ['DB'])\n"
+              "db.execute('PRAGMA cache_size = 1')\n"
+              "db.execute('BEGIN')\n"
+              "db.executemany('INSERT INTO studies (study_name) VALUES (?)', [(str(i) * 200,) for i in range(2000)])\n"
+              "db.execute('UPDATE studies SET study_name = study_name || 1')\n"
+              "os._exit(9)\n")
+    subprocess.run([sys.executable, "-c", killed], env={**ENV, "DB": str(db)}, check=False)
+    assert (tmp_path / "search" / "study.db-journal").stat().st_size > 0
+    check_study_folder(str(tmp_path / "search"))  # no error
 
 
 @pytest.mark.parametrize("sqlite_says, code, advice", [

@@ -11,7 +11,8 @@ value stops the search with one line and nothing written.
 
 Trial ``N`` trains in ``<output_dir>/search/trial-000N/`` on the param file with the trial's settings,
 is judged on dev (``trainer.metric_for_best``) and reports each dev evaluation to the pruner, which may
-stop it early. A trial whose loss diverges is recorded, not fatal. The study is SQLite in
+stop it early. A trial whose loss diverges is recorded, not fatal (a study whose every trial
+diverged exits 3, as a diverged run does). The study is SQLite in
 ``<output_dir>/search/study.db``: the same command started again continues it (a trial cut short by a
 kill continues from its last checkpoint), and the same command started in a second terminal, or on a
 second machine sharing the folder, works on the same study (:mod:`~appzoo.search.study`). When the study

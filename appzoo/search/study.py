@@ -7,6 +7,8 @@ by a worker that is gone (killed, or the machine lost) is known at once: it is m
 settings are queued again, to continue from its folder's last checkpoint (``trainer.resume: auto``).
 Starting trials and counting them happen under one file lock (``search/.study.lock``), so two workers
 on one folder never start more trials than asked, and never the same queued trial twice.
+A study folder that cannot be used (a corrupt or read-only ``study.db``, a file where the folder should be)
+is found while planning, read-only; an SQLite error once the search runs is one line naming the file too.
 """
 import contextlib
 import copy
