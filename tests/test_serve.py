@@ -212,7 +212,9 @@ def test_do_serve_alone_and_a_bad_serve_key_in_the_param_file(served_runs, capsy
 
 
 # ---- a SIGTERM under load: what is in flight is answered, then exit 0 ------------------------
-def test_sigterm_during_load_answers_in_flight_requests_then_exits_0(served_runs, tmp_path):
+def test_two_sigterms_under_load_answer_in_flight_requests_then_exit_0(served_runs, tmp_path):
+    """A second SIGTERM while draining changes nothing, and one after the drain (the process still
+    exiting) does not turn the exit 0 into 143."""
     run = served_runs["cls"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "run_trainer.py", "--param_path", TASKS["cls"][0], "--set", f"trainer.output_dir={run}",
@@ -234,10 +236,18 @@ def test_sigterm_during_load_answers_in_flight_requests_then_exits_0(served_runs
             c.start()
         time.sleep(0.5)  # the requests wait for their batch (max_wait_ms 1500)
         process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)  # while draining
         for c in clients:
             c.join(60)
+        rest = []
+        for line in process.stderr:
+            rest.append(line)
+            if line.startswith("stopped"):
+                process.send_signal(signal.SIGTERM)  # drained; the process is still exiting
+                break
         assert process.wait(60) == 0
-        rest = process.stderr.read()
+        rest = "".join(rest) + process.stderr.read()
     finally:
         if process.poll() is None:
             process.kill()
@@ -245,3 +255,45 @@ def test_sigterm_during_load_answers_in_flight_requests_then_exits_0(served_runs
     assert "stopped: every request in flight was answered" in rest and "Traceback" not in rest
     with pytest.raises(OSError):
         request(base, "GET", "/v2/health/live", timeout=2)
+
+
+def test_a_second_ctrl_c_stops_at_once_with_130(served_runs, monkeypatch, capsys):
+    """In this process (serve() runs on the main thread, which signals need): the second SIGINT ends the
+    drain without waiting for the request that waits 30 s for its batch."""
+    from appzoo.serve import server as server_module
+    from appzoo.serve.config import ServeConfig
+
+    sockets, answers = [], []
+    listen = server_module.listen
+    monkeypatch.setattr(server_module, "listen", lambda host, port: sockets.append(listen(host, port)) or sockets[0])
+
+    def client(base):
+        try:
+            answers.append(request(base, "POST", "/predict", {"inputs": ["x"]}, timeout=30)[0])
+        except OSError as e:  # the server left without answering
+            answers.append(type(e).__name__)
+
+    def signals():
+        while not sockets:
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
+        wait_ready(base)
+        waiting = threading.Thread(target=client, args=(base,))
+        waiting.start()
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+        waiting.join(30)
+
+    helper = threading.Thread(target=signals)
+    helper.start()
+    config = ServeConfig(port=0, engine="dygraph", threads=1, max_wait_ms=30_000, max_batch_size=64)
+    started = time.monotonic()
+    code = server_module.serve({"cls": os.path.join(served_runs["cls"], "best")}, config, 1)
+    took = time.monotonic() - started
+    helper.join(30)
+    assert code == 130 and answers and answers[0] != 200, answers
+    assert took < 20  # the waiting request would have held the drain 30 s
+    assert capsys.readouterr().err.splitlines()[-1] == ("stopped at once (a second Ctrl-C), without waiting for the "
+                                                        "requests in flight")

@@ -6,8 +6,16 @@ types a text and presses Predict is the server's own answer to the same input.
 
 also saves what each task looks like there (serve_cls.png, serve_multilabel.png, ...); the plain suite
 writes nothing into the repository.
+
+The tests of what a task's answer looks like need the trained runs (conftest ``served_runs``, seven short
+trainings shared with the other serving tests), so they are slow; the page's security headers are checked in
+the browser in the quick lane, on a server whose models never load.
 """
+import contextlib
+import http.server
 import os
+import threading
+import time
 
 import pytest
 
@@ -15,6 +23,7 @@ import browser
 import serving
 
 pytestmark = pytest.mark.xdist_group("served")  # with the other users of the served runs (conftest.py)
+slow = pytest.mark.slow
 
 reason = browser.missing()
 if reason:
@@ -93,12 +102,14 @@ def check_bars(driver, row, chosen):
         assert top == (label in chosen), label
 
 
+@slow
 def test_classification_shows_the_label_and_every_probability(driver, base):
     row = ask(driver, base, "cls", "中国队在决赛中夺得冠军", screenshot="serve_cls.png")
     assert driver.find_element("id", "answer").text == f"Label: {row['label']}"
     check_bars(driver, row, [row["label"]])
 
 
+@slow
 def test_multi_label_marks_every_chosen_label(driver, base):
     row = ask(driver, base, "multilabel", "新药上市后公司股价大涨", screenshot="serve_multilabel.png")
     assert driver.find_element("id", "answer").text == f"Labels: {', '.join(row['labels']) or '(none)'}"
@@ -111,6 +122,7 @@ def test_multi_label_marks_every_chosen_label(driver, base):
         assert (name in row["labels"]) == (row["probs"][name] >= thresholds[name] - 1e-6)
 
 
+@slow
 def test_entities_are_marked_in_the_sentence_as_it_was_typed(driver, base):
     text = "张三在北京大学读书"
     row = ask(driver, base, "ner_crf", text, screenshot="serve_ner.png")
@@ -123,6 +135,7 @@ def test_entities_are_marked_in_the_sentence_as_it_was_typed(driver, base):
     assert driver.find_element("id", "entity-count").text == f"{count} entit{'y' if count == 1 else 'ies'}"
 
 
+@slow
 def test_words_keep_the_spaces_typed_between_them(driver, base):
     text = "张三去了 New York 读书"  # split at its spaces: four tokens, 张三去了 one of them
     row = ask(driver, base, "ner_crf", text)
@@ -132,7 +145,68 @@ def test_words_keep_the_spaces_typed_between_them(driver, base):
     assert [m.get_attribute("data-type") for m in marks] == [e["type"] for e in row["entities"]]
 
 
+@slow
 def test_matching_shows_the_score_and_the_label(driver, base):
     row = ask(driver, base, "pointwise", "今天天气怎么样", "今天的天气如何", screenshot="serve_matching.png")
     assert driver.find_element("id", "label").text == row["label"]
     assert driver.find_element("id", "score").text == f"{row['score']:.4f}"
+
+
+# ---- the page's Content-Security-Policy, in the browser (quick: no model is loaded) ----------------
+@pytest.fixture(scope="module")
+def unloaded():
+    with serving.live_server({"cls": "/nowhere/best"}, load=False) as (url, _):
+        yield url
+
+
+def test_the_page_runs_under_its_csp_which_refuses_inline_script_and_framing(driver, unloaded):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get_log("browser")
+    driver.get(unloaded + "/")
+    wait = WebDriverWait(driver, 10)  # its script (a file of its own) ran: it asked /models and says so
+    wait.until(lambda d: d.find_element("id", "meta").text == "loading the models…")
+    assert driver.find_element("tag name", "h1").value_of_css_property("font-size") != "32px"  # page.css applied
+    assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    driver.execute_script("""const s = document.createElement("script");
+        s.textContent = "document.body.dataset.injected = '1'"; document.body.append(s);""")  # as an XSS would
+    wait.until(lambda d: any("Content Security Policy" in e["message"] for e in d.get_log("browser")))
+    assert driver.find_element("tag name", "body").get_attribute("data-injected") is None
+    # framed by another page, the page is refused (frame-ancestors 'none'; X-Frame-Options DENY), where an
+    # answer without those headers is shown
+    with framing_page(f"<iframe id=page src='{unloaded}/'></iframe><iframe id=live "
+                      f"src='{unloaded}/v2/health/live'></iframe>") as url:
+        driver.get(url)
+        time.sleep(1)
+        shown = {}
+        for frame in ("page", "live"):
+            driver.switch_to.frame(frame)
+            shown[frame] = (driver.title, driver.find_element("tag name", "body").text)
+            driver.switch_to.default_content()
+    assert '{"live":true}' in shown["live"][1]
+    assert shown["page"][0] != "appzoo: try a model" and "Try a model" not in shown["page"][1], shown
+
+
+@contextlib.contextmanager
+def framing_page(html):
+    """The URL of ``html`` served from another origin (another port of 127.0.0.1), for the framing test."""
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = html.encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
