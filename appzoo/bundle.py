@@ -20,13 +20,14 @@ and the trainer's restore-best all go through :func:`load` /
 weights, reader state and config under the same names.
 """
 import dataclasses
+import hashlib
 import inspect
 import json
 import os
 
 from appzoo.data.dataset_config import DatasetConfig
 from appzoo.errors import ConfigError
-from appzoo.files import load_weights, read_json, save_weights, write_json
+from appzoo.files import file_sha256, load_weights, read_json, save_weights, write_json
 
 MODEL_FILE = "model_state.pdparams"
 LABELS_FILE = "labels.json"
@@ -151,6 +152,28 @@ def classes(config, source):
     model_section.pop("encoder", None)
     _, reader_kwargs = DatasetConfig.split_section(data_section)
     return model_class, reader_class, model_section, reader_kwargs
+
+
+# --------------------------------------------------------------------- digest
+#: The files of a ``best/`` that define its exported graph (the weights, the model's settings, its labels, the
+#: encoder's config); reader_state.json and best.json are left out: they change the host's decoding, not the graph.
+GRAPH_FILES = (MODEL_FILE, CONFIG_FILE, MODEL_ARGS_FILE, LABELS_FILE)
+
+
+def digest(folder):
+    """The sha256 of what defines the graph of the ``best/`` ``folder`` (:data:`GRAPH_FILES` and every file of
+    ``encoder/``), from the files' contents and names alone: the same for a copy with other timestamps, another
+    for any other model. An export records it (:mod:`appzoo.export`), to tell whether it is of this model."""
+    total = hashlib.sha256()
+    encoder = os.path.join(folder, ENCODER_DIR)
+    names = list(GRAPH_FILES)
+    for base, dirs, files in os.walk(encoder):
+        dirs.sort()
+        names += sorted(os.path.relpath(os.path.join(base, name), folder) for name in files)
+    for name in names:
+        path = os.path.join(folder, name)
+        total.update(f"{name}\0{file_sha256(path) if os.path.isfile(path) else '-'}\n".encode())
+    return total.hexdigest()
 
 
 # ---------------------------------------------------------------------- check

@@ -17,10 +17,13 @@ naming why and what to use instead where it does not (never a silent fp32):
   scaled per batch) or ``static`` (activation ranges calibrated on examples),
   cached next to the export (:func:`appzoo.export.onnx_int8`). Paddle 3.3.1
   has no int8 path for its PIR exports (docs/deployment.md, "Precision").
+
+An engine may be called from several threads at once, each with its own batch.
 """
 import importlib.util
 import inspect
 import os
+import threading
 
 import numpy as np
 
@@ -139,10 +142,14 @@ class _Static:
 
 
 class _PaddleInference(_Static):
+    """A Paddle Inference predictor. Its input and output handles are its own and it runs one batch at a
+    time, so each thread that calls gets a clone (sharing the weights, not the buffers) rather than all
+    waiting on one lock: threads of a server or of a user's pool predict at once, each its own inputs."""
+
     def __init__(self, model, folder, num_threads, mkldnn=True, precision="fp32"):
         import paddle.inference as pi
 
-        from appzoo.export import graph_files
+        from appzoo.export import graph_files, unreadable
 
         graph, params = graph_files(folder)
         config = pi.Config(graph, params)
@@ -153,8 +160,9 @@ class _PaddleInference(_Static):
             config.enable_mkldnn()
         if precision == "bf16":
             config.enable_mkldnn_bfloat16()
+        self.local, self.cloning = threading.local(), threading.Lock()
         try:
-            self.predictor = pi.create_predictor(config)
+            self.predictor = self.local.predictor = pi.create_predictor(config)
             if precision == "bf16":  # its passes run, and may fail, on the first batch: fail here, at load
                 names = self.predictor.get_input_names()
                 self.input_names = names
@@ -164,31 +172,43 @@ class _PaddleInference(_Static):
                 raise UserError(f"{graph}: Paddle Inference 3.3.1 cannot run this graph in bf16 ({type(e).__name__}: "
                                 f"{first_line(e)}); use precision 'fp32', or engine 'onnxruntime' with precision "
                                 f"'int8'") from None
-            raise UserError(f"{params}: Paddle Inference cannot load the exported graph ({type(e).__name__}: {first_line(e)}); "
-                            f"the file is truncated or corrupt: export it again with --do export") from None
+            raise unreadable(params, "Paddle Inference", e) from None
         super().__init__(model, self.predictor.get_input_names())
 
+    def _own(self):
+        """The calling thread's predictor: the one made at load for the thread that made it, a clone for another."""
+        predictor = getattr(self.local, "predictor", None)
+        if predictor is None:
+            with self.cloning:
+                predictor = self.local.predictor = self.predictor.clone()
+        return predictor
+
     def run(self, arrays):
+        predictor = self._own()
         for name, array in zip(self.input_names, arrays):
-            self.predictor.get_input_handle(name).copy_from_cpu(array)
-        self.predictor.run()
-        return [self.predictor.get_output_handle(name).copy_to_cpu() for name in self.predictor.get_output_names()]
+            predictor.get_input_handle(name).copy_from_cpu(array)
+        predictor.run()
+        return [predictor.get_output_handle(name).copy_to_cpu() for name in predictor.get_output_names()]
 
 
 class _OnnxRuntime(_Static):
+    """An ONNX Runtime session (its ``run`` is safe to call from several threads at once)."""
+
     def __init__(self, model, folder, num_threads, precision="fp32", calibration=None):
         import onnxruntime as ort
 
-        from appzoo.export import onnx_int8, onnx_model
+        from appzoo.export import onnx_int8, onnx_model, unreadable
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # paddle2onnx leaves unused initializers that ORT warns about
         path = onnx_int8(folder, calibration) if precision == "int8" else onnx_model(folder)
-        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # ORT raises InvalidProtobuf, Fail, ... for a damaged file
+            raise unreadable(path, "ONNX Runtime", e) from None
         super().__init__(model, [i.name for i in self.session.get_inputs()])
 
     def run(self, arrays):
         return self.session.run(None, dict(zip(self.input_names, arrays)))
-

@@ -12,8 +12,8 @@ decoding as ``--do predict``. Engines (:mod:`appzoo.engines`):
 
 * ``dygraph``: the Paddle model itself.
 * ``paddle_inference``: the static graph of ``<run>/inference/`` (exported
-  first when missing or older than ``best/``), on Paddle Inference with
-  oneDNN on CPU.
+  first when missing or of another model than ``best/`` holds:
+  :func:`appzoo.export.current`), on Paddle Inference with oneDNN on CPU.
 * ``onnxruntime``: that graph converted by paddle2onnx to
   ``inference/model.onnx``, on ONNX Runtime.
 
@@ -22,13 +22,16 @@ Paddle Inference where the CPU has bf16 instructions; ``int8`` on ONNX
 Runtime, ``quantization`` ``dynamic`` or ``static`` (calibrated on
 ``calibration_examples`` examples of the model's dev set). Measured speed and
 agreement with fp32: docs/deployment.md.
+
+One Predictor may be shared by threads: each call predicts its own inputs
+(:mod:`appzoo.engines`).
 """
 import dataclasses
 import os
 
-from appzoo import bundle, engines, prediction
+from appzoo import bundle, engines, export, prediction
 from appzoo.errors import ConfigError, DataError
-from appzoo.export import export, export_is_current
+from appzoo.files import file_sha256
 from appzoo.progress import bars
 
 
@@ -63,10 +66,8 @@ class Predictor:
         engines.check_engine(engine, "engine")
         engines.check_precision(engine, precision, "precision")
         trained = bundle.load(best, "Predictor")
-        if inference_dir is None:
-            inference_dir = os.path.join(os.path.dirname(os.path.abspath(best)), "inference")
-        if engine != "dygraph" and not export_is_current(inference_dir, best):
-            export(trained.model, inference_dir)
+        if engine != "dygraph":
+            inference_dir = export.current(trained, best, inference_dir)
         self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
                      precision, quantization, calibration_examples)
 
@@ -86,8 +87,9 @@ class Predictor:
             raise ConfigError(f"quantization: {quantization!r} is not a quantization (accepted: "
                               f"{', '.join(engines.QUANTIZATIONS)})")
         calibration = None
-        if precision == "int8" and quantization == "static":
-            calibration = (f"dev{calibration_examples}", lambda: self._calibration_batches(calibration_examples))
+        if precision == "int8" and quantization == "static":  # the cache's name says which dev set calibrated it
+            name = f"dev{calibration_examples}-{file_sha256(self._dev_file())[:8]}"
+            calibration = (name, lambda: self._calibration_batches(calibration_examples))
         self.engine = engines.create(engine, trained.model, inference_dir, num_threads, mkldnn, precision,
                                      calibration)
         self.reader_state = trained.reader.state()
@@ -133,15 +135,19 @@ class Predictor:
         return [i for i, f in enumerate(features)
                 if any(k.endswith("input_ids") and len(v) >= self.max_seq_len for k, v in f.items())]
 
-    def _calibration_batches(self, n):
-        """Collated batches of ``n`` examples spread evenly over the model's dev set (the
-        file ``dataset_reader.dev`` of its config names), for static int8 calibration."""
+    def _dev_file(self):
+        """The model's dev set (the file its ``dataset_reader.dev`` names), which static int8 calibrates on."""
         path = self.bundle.config.get("dataset_reader", {}).get("dev")
         if not path or not os.path.isfile(path):
             raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its dataset_reader.dev "
                             f"({path!r}) is not a file here; run from the folder the model was trained in, or use "
                             f"quantization 'dynamic'")
-        examples = self.reader.read(path, "calibration")
+        return path
+
+    def _calibration_batches(self, n):
+        """Collated batches of ``n`` examples spread evenly over the model's dev set (:meth:`_dev_file`), for
+        static int8 calibration."""
+        examples = self.reader.read(self._dev_file(), "calibration")
         examples = examples[::max(1, len(examples) // n)][:n]
         with bars(False):
             features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "calibration")

@@ -223,7 +223,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
     if not trainer.is_main:
         return metrics
     if "export" in plan.do:
-        metrics["export"] = {"folder": _export(trained, folder)}
+        metrics["export"] = {"folder": _export(plan, trained, folder)}
     skipped = {path: n for path, n in trained.reader.skipped.items() if n}
     if skipped:  # dataset_reader.on_bad_line: skip
         metrics["skipped_lines"] = skipped
@@ -273,8 +273,8 @@ def _audit(plan, p, folder, is_main):
 def _predictor_for(plan, trained, trainer, folder):
     """The :class:`~appzoo.predictor.Predictor` that eval and predict run on
     under ``trainer.inference_engine`` (None: dygraph, through the trainer).
-    Its graph is ``<output_dir>/inference/``, exported first when missing,
-    older than best/, or of another model (``trainer.init_from`` elsewhere)."""
+    Its graph is ``<output_dir>/inference/``, exported first unless it is of
+    this very model (:func:`appzoo.export.current`: best/'s contents, not its timestamps)."""
     cfg = plan.trainer
     if cfg.inference_engine == "dygraph" or not {"eval", "predict"} & set(plan.do):
         return None
@@ -282,24 +282,26 @@ def _predictor_for(plan, trained, trainer, folder):
         note(f"note: trainer.inference_engine: {cfg.inference_engine!r} is single-process; this data-parallel "
              f"run evaluates and predicts on the dygraph model")
         return None
-    from appzoo.export import export_is_current
+    from appzoo import export
     from appzoo.predictor import Predictor
 
-    source = folder.best if "train" in plan.do else plan.init_from
-    target = folder.path("inference")
-    if os.path.realpath(source) != os.path.realpath(folder.best) or not export_is_current(target, source):
-        _export(trained, folder)
+    target = export.current(trained, _source(plan, folder), folder.path(export.FOLDER))
     return Predictor.from_bundle(trained, engine=cfg.inference_engine, inference_dir=target,
                                  batch_size=cfg.eval_batch_size, num_threads=cfg.num_threads,
                                  precision=cfg.inference_precision, quantization=cfg.inference_quantization,
                                  calibration_examples=cfg.calibration_examples)
 
 
-def _export(trained, folder):
-    """Export into ``<output_dir>/inference`` (a new folder swapped in whole)."""
-    from appzoo.export import export
+def _source(plan, folder):
+    """The best/ folder the run's model is (this run's, once trained; else the one it was loaded from)."""
+    return folder.best if "train" in plan.do else plan.init_from
 
-    return export(trained.model, folder.path("inference"))
+
+def _export(plan, trained, folder):
+    """Export into ``<output_dir>/inference`` (a new folder swapped in whole), recording what it is of."""
+    from appzoo import export
+
+    return export.export(trained.model, folder.path(export.FOLDER), export.source_key(trained, _source(plan, folder)))
 
 
 def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, described):

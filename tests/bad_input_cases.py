@@ -840,6 +840,17 @@ def _(ws):
                 do="predict")
 
 
+@case("eval-on-a-truncated-onnx-model", "runtime", r"inference/model\.onnx", r"ONNX Runtime", r"export it again",
+      stage=RUN)
+def _(ws):
+    from appzoo import Predictor
+
+    out = ws.prior_run()
+    Predictor(os.path.join(out, "best"), engine="onnxruntime")  # exports the graph and converts it to model.onnx
+    truncate("model.onnx")(os.path.join(out, "inference"))  # cut after it was written, as a full disk or a copy does
+    return argv(ws.params(CLS), f"trainer.output_dir={out}", "trainer.inference_engine=onnxruntime", do="eval")
+
+
 def resume_case(id, change, *facts):
     """Resume the finished run from its own saved config.json with one thing changed
     (max_steps raised, so that the run is not simply finished)."""

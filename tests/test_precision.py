@@ -74,14 +74,54 @@ def test_a_low_precision_labels_as_fp32_does(trained, task, engine, precision, q
 
 
 def test_static_int8_is_cached_next_to_the_export_and_reused(trained):
-    best = trained["cls"][0]
+    """The cache's name carries the dev set it was calibrated on and the model it is of (the start of the
+    export's source key), so a file of other data or another model is never taken for it."""
+    from appzoo.export import KEY_LENGTH, exported_key
+    from appzoo.files import file_sha256
+
+    best, test, _ = trained["cls"]
     folder = os.path.join(os.path.dirname(best), "inference")
-    Predictor(best, engine="onnxruntime", precision="int8", quantization="static", calibration_examples=64)
-    cached = os.path.join(folder, "model.int8-static-dev64.onnx")
+    predictor = Predictor(best, engine="onnxruntime", precision="int8", quantization="static", calibration_examples=64)
+    dev = file_sha256(predictor.bundle.config["dataset_reader"]["dev"])[:8]
+    cached = os.path.join(folder, f"model.int8-static-dev64-{dev}-{exported_key(folder)[:KEY_LENGTH]}.onnx")
     stamp = os.path.getmtime(cached)
     Predictor(best, engine="onnxruntime", precision="int8", quantization="static", calibration_examples=64)
     assert os.path.getmtime(cached) == stamp
     assert not [name for name in os.listdir(folder) if ".tmp-" in name or name.endswith(".folded")]
+
+
+def test_a_truncated_onnx_or_int8_model_is_one_line_naming_it(served_runs, tmp_path, capsys):
+    """Cut after it was written (a full disk, a partial copy): the file looks made, so it is loaded, and
+    ONNX Runtime (or its quantizer, for model.onnx) refuses it: one line naming it and the way out, exit 2."""
+    import re
+    import shutil
+
+    from appzoo.export import KEY_LENGTH, exported_key
+    from bad_input_harness import truncate
+
+    out = str(tmp_path / "run")
+    shutil.copytree(served_runs["cls"], out, symlinks=True)
+    best, folder = os.path.join(out, "best"), os.path.join(out, "inference")
+    Predictor(best, engine="onnxruntime", precision="int8")
+    int8 = f"model.int8-{exported_key(folder)[:KEY_LENGTH]}.onnx"
+    truncate(int8)(folder)
+    fix = "the file is truncated or corrupt: export it again with --do export"
+    with pytest.raises(UserError, match=rf"^{re.escape(os.path.join(folder, int8))}: ONNX Runtime cannot load the "
+                                        rf"exported graph \(.*\); {fix}$"):
+        Predictor(best, engine="onnxruntime", precision="int8")
+    capsys.readouterr()
+    assert run_trainer.main(["--param_path", TASKS["cls"][0], "--set", f"trainer.output_dir={out}", "--do", "eval",
+                             "--set", "trainer.progress_bar=false", "--set", "trainer.inference_engine=onnxruntime",
+                             "--set", "trainer.inference_precision=int8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and os.path.join(folder, int8) in err[0] and err[0].endswith(fix), err
+
+    os.remove(os.path.join(folder, int8))  # quantized again from model.onnx, which is cut too
+    truncate("model.onnx")(folder)
+    with pytest.raises(UserError, match=rf"^{re.escape(os.path.join(folder, 'model.onnx'))}: "
+                                        rf"onnxruntime\.quantization cannot load the exported graph \(.*\); {fix}$"):
+        Predictor(best, engine="onnxruntime", precision="int8")
+    assert not [name for name in os.listdir(folder) if name == int8 or ".tmp-" in name]
 
 
 @pytest.mark.parametrize("engine, precision, flags, message", [

@@ -181,3 +181,95 @@ def test_a_corrupt_exported_graph_is_one_line_naming_the_file_and_the_fix(runs, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and params in err[0] and "--do export" in err[0]
     assert open(os.path.join(out, "predictions.jsonl"), encoding="utf-8").read() == before
+
+
+def _older_than(folder, stamp):
+    """Set every file and folder under ``folder`` an hour before ``stamp`` (what ``cp -a`` of an older model keeps)."""
+    old = stamp - 3600
+    for base, dirs, names in os.walk(folder):
+        for name in dirs + names:
+            os.utime(os.path.join(base, name), (old, old))
+    os.utime(folder, (old, old))
+
+
+@pytest.mark.skipif(not HAVE_ORT, reason="onnxruntime is not installed (pip install -r requirements.txt)")
+def test_a_best_replaced_by_an_older_copy_of_another_model_is_exported_again(runs, tmp_path, capsys):
+    """``cp -a`` of another model over best/ keeps its older timestamps: the export is still newer than
+    every file of best/, yet it is of the previous model. The graph engines (and int8's cache) must answer
+    with the new model, as dygraph does; so must ``--do predict`` on a graph engine."""
+    import shutil
+
+    from appzoo.files import load_weights, save_weights
+
+    out = tmp_path / "run"
+    shutil.copytree(runs["classification"], out, symlinks=True)
+    best, inference = str(out / "best"), out / "inference"
+    inputs = raw_inputs(read_jsonl(os.path.join(out, "predictions.jsonl")))
+    old = Predictor(best, engine="paddle_inference").predict(inputs)
+    Predictor(best, engine="onnxruntime").predict(inputs)
+    old_int8 = Predictor(best, engine="onnxruntime", precision="int8").predict(inputs)
+    exported = sorted(os.listdir(inference))
+    assert [n for n in exported if n.startswith("model.int8-")], exported
+
+    other = tmp_path / "other"  # another model: the classifier's weights negated
+    shutil.copytree(best, other, copy_function=shutil.copy2)
+    weights = load_weights(str(other / "model_state.pdparams"))
+    last = [k for k, v in weights.items() if len(v.shape) == 2][-1]
+    weights[last] = -weights[last]
+    save_weights(weights, str(other / "model_state.pdparams"))
+    _older_than(other, min(os.path.getmtime(inference / name) for name in exported))
+    shutil.copytree(other, best, copy_function=shutil.copy2, dirs_exist_ok=True)  # cp -a other/. run/best/
+    newest = max(os.path.getmtime(os.path.join(base, n)) for base, _, names in os.walk(os.path.realpath(best))
+                 for n in names)
+    assert newest < min(os.path.getmtime(inference / name) for name in exported), "the premise: best/ looks older"
+
+    expected = Predictor(best, engine="dygraph").predict(inputs)
+    assert max(abs(a["probs"][k] - b["probs"][k]) for a, b in zip(old, expected) for k in a["probs"]) > 0.1
+    for engine in ("paddle_inference", "onnxruntime"):
+        assert_same_rows(Predictor(best, engine=engine).predict(inputs), expected)
+    new_int8 = Predictor(best, engine="onnxruntime", precision="int8").predict(inputs)
+    int8_files = [n for n in os.listdir(inference) if n.startswith("model.int8-")]
+    assert len(int8_files) == 1 and int8_files[0] not in exported, (exported, int8_files)
+    gap = max(abs(a["probs"][k] - b["probs"][k]) for a, b in zip(new_int8, expected) for k in a["probs"])
+    assert gap < 0.05, "int8 of the new model: within rounding of its fp32"
+    assert max(abs(a["probs"][k] - b["probs"][k]) for a, b in zip(old_int8, expected) for k in a["probs"]) > 0.1
+
+    shutil.copytree(os.path.join(runs["classification"], "best"), best, copy_function=shutil.copy2,
+                    dirs_exist_ok=True)  # the first model back, older than the export just made
+    assert run_trainer.main(["--param_path", EXAMPLES["classification"], "--set", f"trainer.output_dir={out}", *FAST,
+                             "--do", "predict", "--set", "trainer.inference_engine=paddle_inference"]) == 0
+    assert_same_rows(read_jsonl(os.path.join(out, "predictions.jsonl")), old)
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_predictor_shared_by_four_threads_answers_each_its_own_inputs(runs, engine):
+    """Each thread predicts its own inputs, at its own batch size, all at once and again: each gets what
+    the same Predictor gives those inputs on one thread (Paddle Inference's handles are per predictor)."""
+    import threading
+
+    texts = raw_inputs(read_jsonl(os.path.join(runs["classification"], "predictions.jsonl")))
+    texts = (texts * 4)[:60]
+    predictor = Predictor(os.path.join(runs["classification"], "best"), engine=engine, batch_size=8)
+    inputs = [texts[:1], texts[1:8], texts[8:27], texts[27:60]]  # 1, 7, 19 and 33 inputs: batches of 1 to 8
+    expected = [predictor.predict(x) for x in inputs]
+    start, got, failed = threading.Barrier(4), [[] for _ in inputs], []
+
+    def work(i):
+        try:
+            start.wait(30)
+            for _ in range(5):
+                got[i].append(predictor.predict(inputs[i]))
+        except Exception as e:  # noqa: BLE001  (reported below, with the thread it came from)
+            failed.append(f"thread {i}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failed == []
+    for i, answers in enumerate(got):
+        assert len(answers) == 5
+        for rows in answers:
+            assert_same_rows(rows, expected[i], atol=1e-5)
