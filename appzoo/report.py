@@ -7,10 +7,11 @@ from appzoo.markdown import literal
 from appzoo.metrics import scalars
 
 
-def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
+def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=True):
     """Write report.md, report.html (:mod:`appzoo.report_html`; ``mistakes``:
-    ``{split: described}`` of :func:`appzoo.mistakes.write`) and, when
-    ``plots``, plots/*.png. Label names go into report.md as
+    ``{split: described}`` of :func:`appzoo.mistakes.write`; ``html`` False:
+    report.md only, for an eval beside the run's own, whose mistakes it does
+    not write) and, when ``plots``, plots/*.png. Label names go into report.md as
     :func:`~appzoo.markdown.literal`."""
     images = _plots(output_dir, metrics, history, labels) if plots else []
     lines = [f"# Run report: {literal(os.path.basename(os.path.abspath(output_dir)))}", ""]
@@ -20,6 +21,8 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
                   + (f", dev {best['metric']} = {best['value']:.4f}" if best.get("value") is not None else ""), ""]
         if best.get("note"):  # the runner's under-training note
             lines += [f"Note: {best['note']}", ""]
+    if metrics.get("evaluated_with") and {"dev", "test"} & set(metrics):  # the runner's engine and precision
+        lines += [f"Evaluated on {_engine(metrics['evaluated_with'])}.", ""]
     for split in ("dev", "test"):
         if split not in metrics:
             continue
@@ -33,6 +36,12 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
         if metrics[split].get("class_warnings"):  # appzoo.mistakes: classes never predicted or with F1 0
             lines += [""] + [f"- {literal(line)}" for line in metrics[split]["class_warnings"]]
         lines.append("")
+    for label, entry in (metrics.get("eval") or {}).items():  # evals beside the run's own (appzoo.runner)
+        for split in ("dev", "test"):
+            if split in entry:
+                lines += [f"## {split} on {_engine(entry)}", "", f"Evaluated later, beside the numbers above "
+                          f"(`eval` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
+                lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()] + [""]
     if os.path.exists(os.path.join(output_dir, "errors.md")):
         lines += ["The mistakes of each evaluated split, class by class: [errors.md](errors.md); every "
                   "prediction: `predictions/<split>.jsonl`.", ""]
@@ -40,7 +49,14 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None):
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
     lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
     write_text(os.path.join(output_dir, "report.md"), "\n".join(lines) + "\n")
-    report_html.write(output_dir, metrics, labels, mistakes)
+    if html:
+        report_html.write(output_dir, metrics, labels, mistakes)
+
+
+def _engine(engine):
+    """``onnxruntime, int8 (dynamic quantization)`` from metrics.json's ``{"engine", "precision", ...}``."""
+    how = f" ({engine['quantization']} quantization)" if engine.get("quantization") else ""
+    return f"{engine['engine']}, {engine['precision']}{how}"
 
 
 def _plots(output_dir, metrics, history, labels):

@@ -201,6 +201,8 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
     described = {}  # the mistakes of each evaluated split, for report.html
+    engine = _evaluated_with(cfg, predictor)
+    aside = "eval" in plan.do and "train" not in plan.do and not _is_the_runs_own(folder, engine)
     if "eval" in plan.do:  # every rank evaluates its share; the main process writes
         evaluated = {}
         for split in ("dev", "test"):
@@ -208,7 +210,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
                 metrics[split], predictions = (predictor or trainer).evaluate(
                     p.splits[split], p.features[split], split=split, with_predictions=True)
                 evaluated[split] = (p.splits[split], predictions)
-        if trainer.is_main:  # predictions/<split>.jsonl, errors.md, and the class warnings into metrics
+        if trainer.is_main and not aside:  # predictions/<split>.jsonl, errors.md, the class warnings into metrics
             warnings, described = mistakes.write(folder.root, trained.reader, trained.labels, evaluated, metrics)
             for warning in warnings:
                 note(warning)
@@ -229,7 +231,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         metrics["skipped_lines"] = skipped
     # the whole run's time: a resumed run counts the processes before it (up to its checkpoint)
     metrics["wall_time_s"] = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
-    _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, trained.labels, described)
+    _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, trained.labels, described, engine, aside)
     return metrics
 
 
@@ -304,19 +306,62 @@ def _export(plan, trained, folder):
     return export.export(trained.model, folder.path(export.FOLDER), export.source_key(trained, _source(plan, folder)))
 
 
-def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, described):
+def _evaluated_with(cfg, predictor):
+    """What eval and predict run on: ``{"engine", "precision"}``, with ``quantization`` (and, static,
+    ``calibration_examples``) for int8."""
+    if predictor is None:  # the dygraph model (a data-parallel run of a graph engine too)
+        return dict(OWN_ENGINE)
+    engine = {"engine": cfg.inference_engine, "precision": cfg.inference_precision}
+    if cfg.inference_precision == "int8":
+        engine["quantization"] = cfg.inference_quantization
+        if cfg.inference_quantization == "static":
+            engine["calibration_examples"] = cfg.calibration_examples
+    return engine
+
+
+#: What the metrics of a metrics.json that does not say (one written before they were labelled) came from.
+OWN_ENGINE = {"engine": "dygraph", "precision": "fp32"}
+
+
+def engine_label(engine):
+    """The key of an eval in metrics.json's ``eval``: ``onnxruntime/int8``, ``onnxruntime/int8-static``, ..."""
+    label = f"{engine['engine']}/{engine['precision']}"
+    return f"{label}-static" if engine.get("quantization") == "static" else label
+
+
+def _is_the_runs_own(folder, engine):
+    """Whether an eval that does not train gives the run's own metrics (metrics.json's ``dev`` and
+    ``test``): when it has none yet, or they came from the same engine and precision. Another eval (int8
+    after fp32, say) goes beside them, under ``eval``."""
+    path = folder.path("metrics.json")
+    saved = files.read_json(path, "metrics of the run") if os.path.exists(path) else {}
+    if not {"dev", "test"} & set(saved):
+        return True
+    return engine_label(saved.get("evaluated_with", OWN_ENGINE)) == engine_label(engine)
+
+
+def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, described, engine, aside):
     """A training run writes metrics.json and report.md afresh; a later eval
     run updates the splits it evaluated and keeps the training record; a
-    predict-only or export-only run leaves both alone."""
+    predict-only or export-only run leaves both alone. The run's own metrics
+    (``dev``, ``test``) say what they were evaluated on (``evaluated_with``);
+    an eval ``aside`` from them (:func:`_is_the_runs_own`) is added under
+    ``eval``, keyed by :func:`engine_label`, and they are kept as they were."""
     from appzoo import report
 
     path = folder.path("metrics.json")
+    metrics = dict(metrics)  # run() returns this run's own numbers, whichever key they are saved under
+    if "eval" in plan.do and not aside and {"dev", "test"} & set(metrics):
+        metrics["evaluated_with"] = engine
     if "train" not in plan.do:
         if "eval" not in plan.do:
             return
-        if os.path.exists(path):
-            metrics = {**files.read_json(path), **metrics}
+        saved = files.read_json(path, "metrics of the run") if os.path.exists(path) else {}
+        if aside:
+            entry = {**engine, **{key: metrics.pop(key) for key in ("dev", "test", "wall_time_s") if key in metrics}}
+            metrics["eval"] = {**saved.get("eval", {}), engine_label(engine): entry}
+        metrics = {**saved, **metrics}
         history = files.read_jsonl(folder.path("train_log.jsonl"))
     files.fault("metrics")
     files.write_json(path, metrics)
-    report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots, mistakes=described)
+    report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots, mistakes=described, html=not aside)

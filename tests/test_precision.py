@@ -90,6 +90,50 @@ def test_static_int8_is_cached_next_to_the_export_and_reused(trained):
     assert not [name for name in os.listdir(folder) if ".tmp-" in name or name.endswith(".folded")]
 
 
+def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_path, capsys):
+    """The check the docs recommend: the run's own metrics (dygraph, fp32, with the loss) stay, the int8
+    eval is added under eval/onnxruntime/int8 naming its engine and precision, and report.md says which
+    numbers came from which; the run's predictions/, errors.md and report.html stay those of its own eval."""
+    import json
+    import shutil
+
+    out = str(tmp_path / "run")
+    shutil.copytree(served_runs["cls"], out, symlinks=True)
+
+    def read(name):
+        with open(os.path.join(out, name), encoding="utf-8") as f:
+            return f.read()
+
+    kept = {name: read(name) for name in ("report.html", "errors.md", "predictions/test.jsonl")}
+    before = json.loads(read("metrics.json"))
+    assert before["evaluated_with"] == {"engine": "dygraph", "precision": "fp32"}
+    assert "Evaluated on dygraph, fp32." in read("report.md")
+    args = ["--param_path", TASKS["cls"][0], "--set", f"trainer.output_dir={out}", "--set", "trainer.plots=false",
+            "--set", "trainer.progress_bar=false", "--do", "eval"]
+    assert run_trainer.main([*args, "--set", "trainer.inference_engine=onnxruntime",
+                             "--set", "trainer.inference_precision=int8"]) == 0
+    after = json.loads(read("metrics.json"))
+    assert {k: v for k, v in after.items() if k != "eval"} == {k: v for k, v in before.items() if k != "eval"}
+    assert "loss" in after["dev"] and "loss" in after["test"]
+    entry = after["eval"]["onnxruntime/int8"]
+    assert {k: entry[k] for k in ("engine", "precision", "quantization")} == {
+        "engine": "onnxruntime", "precision": "int8", "quantization": "dynamic"}
+    for split in ("dev", "test"):  # the graphs take no labels: no loss
+        assert "loss" not in entry[split] and entry[split]["accuracy"] == pytest.approx(before[split]["accuracy"],
+                                                                                       abs=0.05)
+    report = read("report.md")
+    assert "Evaluated on dygraph, fp32." in report
+    assert "## test on onnxruntime, int8 (dynamic quantization)" in report
+    assert f"| accuracy | {entry['test']['accuracy']:.4f} |" in report.split("## test on onnxruntime")[1]
+    assert {name: read(name) for name in kept} == kept
+
+    assert run_trainer.main(args) == 0  # the run's own engine again: its numbers are updated, the int8 entry kept
+    again = json.loads(read("metrics.json"))
+    assert again["eval"] == after["eval"] and again["evaluated_with"] == before["evaluated_with"]
+    assert again["test"]["accuracy"] == before["test"]["accuracy"] and "loss" in again["test"]
+    capsys.readouterr()
+
+
 def test_a_truncated_onnx_or_int8_model_is_one_line_naming_it(served_runs, tmp_path, capsys):
     """Cut after it was written (a full disk, a partial copy): the file looks made, so it is loaded, and
     ONNX Runtime (or its quantizer, for model.onnx) refuses it: one line naming it and the way out, exit 2."""

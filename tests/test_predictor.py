@@ -104,10 +104,13 @@ def test_do_predict_and_eval_on_an_engine(runs, task, engine):
     assert_same_rows(read_jsonl(os.path.join(out, "predictions.jsonl")), expected)
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         after = json.load(f)
+    assert {k: after[k] for k in ("dev", "test")} == {k: before[k] for k in ("dev", "test")}  # the run's own
+    entry = after["eval"][f"{engine}/fp32"]  # beside them: this engine's
+    assert (entry["engine"], entry["precision"]) == (engine, "fp32")
     for split in ("dev", "test"):
         for key, value in before[split].items():
             if isinstance(value, float) and key != "loss":  # the graphs take no labels: no loss
-                assert after[split][key] == pytest.approx(value, abs=1e-4), (split, key)
+                assert entry[split][key] == pytest.approx(value, abs=1e-4), (split, key)
 
 
 @pytest.mark.parametrize("engine", ["dygraph", "paddle_inference"])
