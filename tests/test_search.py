@@ -527,3 +527,24 @@ def test_a_search_whose_every_trial_diverged_exits_3_as_a_diverged_run(second, m
     trials = read_json(root / "search.json")["trials"]
     assert [t["state"] for t in trials] == ["diverged", "diverged" if second == "diverged" else "failed"]
     assert "| 0 | diverged |" in (root / "search.md").read_text(encoding="utf-8")
+
+
+def test_a_search_whose_every_trial_failed_exits_2(tmp_path, capsys, monkeypatch):
+    """No trial trained and none diverged (each ran without a dev evaluation here): exit 2, not 0 with an empty
+    result."""
+    from appzoo import runner
+
+    def run(plan, callbacks=()):
+        os.makedirs(plan.trainer.output_dir)
+        return {"best": {"value": None}, "train": {"steps": 2}}
+
+    monkeypatch.setattr(runner, "run", run)
+    path = param_file(tmp_path, search={"space": {"trainer.learning_rate": "choice(1e-3, 1e-2)"}, "trials": 2,
+                                        "start_with": [{"trainer.learning_rate": 1e-3},
+                                                       {"trainer.learning_rate": 1e-2}]})
+    assert main("--param_path", path, "--search") == 2
+    root = tmp_path / "out" / "search"
+    assert capsys.readouterr().err == (
+        f"error: search: no trial trained: every trial failed (2 of 2; the first: no dev evaluation); fix the space "
+        f"or the param file; each trial's error is in {root}/search.md\n")
+    assert [t["state"] for t in read_json(root / "search.json")["trials"]] == ["failed", "failed"]

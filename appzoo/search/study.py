@@ -477,9 +477,13 @@ def run_search(search, backend=None):
 
 def check_some_trial_trained(search, summary):
     """DivergedError (exit 3, as a run that diverges) when the study has ended and its every trial diverged
-    or failed, one at least diverged: there is no setting to report."""
+    or failed, one at least diverged; UserError (exit 2) when every trial failed: there is no setting to report."""
     ended = [r for r in summary["trials"] if r["state"] != "abandoned"]
     states = [r["state"] for r in ended]
+    if ended and all(s == "failed" for s in states):  # no setting trained, none diverged: the settings or data
+        raise UserError(f"search: no trial trained: every trial failed ({len(ended)} of {len(ended)}; the first: "
+                        f"{ended[0]['error'] or 'no error recorded'}); fix the space or the param file; each "
+                        f"trial's error is in {os.path.join(search.root, 'search.md')}")
     if not ended or "diverged" not in states or any(s not in ("diverged", "failed") for s in states):
         return
     diverged = states.count("diverged")
