@@ -381,13 +381,16 @@ LIVE = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"
      "not a valid HTTP/1.1 request (Invalid character in Content-Length)"),
     (b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
      "not a valid HTTP/1.1 request (Transfer-Encoding can't be present with Content-Length)"),
+    (b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"zz\r\n", 400, "not a valid HTTP/1.1 request (Invalid character in chunk size)"),  # the route was reading it
+    (LIVE + b"X-A: a\x01b\r\n\r\n", 400, "not a valid HTTP/1.1 request (Invalid header value char)"),
     (LIVE + b"X-Long: " + b"a" * 100_000 + b"\r\n\r\n", 431,
      "request line and headers over max_header_bytes=16384 bytes"),
     (b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\n\r\n", 431, "request line and headers over max_header_bytes=16384 bytes"),
     (LIVE + b"".join(b"X-%d: a\r\n" % i for i in range(5000)) + b"\r\n", 431,
      "more than max_headers=100 header fields"),
     (LIVE + b"X-Half: a", 408, "the request line and headers did not arrive within read_timeout_s=1 s")],
-    ids=["not HTTP", "a bad Content-Length", "two framings", "a 100 kB header", "a 20 kB URL", "5000 headers",
+    ids=["not HTTP", "a bad Content-Length", "two framings", "a bad chunk size", "a control character", "a 100 kB header", "a 20 kB URL", "5000 headers",
          "half a header"])
 def test_the_http_layer_refuses_in_one_json_line_counts_it_and_closes(bare, raw, status, message):
     before = unparsed(bare, status)

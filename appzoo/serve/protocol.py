@@ -200,11 +200,15 @@ class Connection(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         started = self._head_started or time.monotonic()
-        if self.cycle is not None and not self.cycle.response_complete:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and (cycle.response_started or not cycle.more_body):
             # a request before this one is being answered: let it finish, then close; nothing more is read
-            self.cycle.keep_alive = False
+            cycle.keep_alive = False
             self._dropping = True
         else:
+            if cycle is not None and not cycle.response_complete:  # this request's body is malformed (a bad
+                cycle.disconnected = True  # chunk size): its route stops waiting for it (and counts a 499)
+                cycle.message_event.set()
             body = json.dumps({"error": message}, separators=(",", ":")).encode("utf-8")  # as the app's
             head = [STATUS_LINE[status]]
             fields = [*self.server_state.default_headers, (b"content-type", b"application/json"),
