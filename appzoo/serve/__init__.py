@@ -3,5 +3,6 @@
 :mod:`~appzoo.serve.config` the ``serve`` keys; :mod:`~appzoo.serve.batcher`
 batching across requests; :mod:`~appzoo.serve.models` the models held;
 :mod:`~appzoo.serve.app` the routes; :mod:`~appzoo.serve.metrics` what
-``/metrics`` reports; :mod:`~appzoo.serve.server` start, stop and exit codes.
+``/metrics`` reports; :mod:`~appzoo.serve.protocol` the HTTP layer's limits and
+refusals; :mod:`~appzoo.serve.server` start, stop and exit codes.
 """

@@ -83,7 +83,7 @@ class Models:
         return self.loaded[name]
 
     def public(self, message):
-        """``message`` with each model's run folder named by the model (``cls/best/labels.json``): an answer
+        """``message`` with each model's run folder named by the model (``cls/best/...``): an answer
         never tells where the server keeps its files."""
         for name, best in self.specs.items():
             for folder in {os.path.dirname(os.path.abspath(best)), os.path.dirname(os.path.normpath(best))}:

@@ -3,7 +3,8 @@
 Each app has a registry of its own (two servers in one process, as in the
 tests, do not mix their counts). Routes are labelled by their template
 (``/v2/models/{name}/infer``), never by the raw path, so a client cannot
-grow the label set; a path no route matches counts as ``unmatched``.
+grow the label set; a path no route matches counts as ``unmatched``, and what
+the HTTP layer refused before any route (appzoo/serve/protocol.py) as ``unparsed``.
 """
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
                                disable_created_metrics, generate_latest)
