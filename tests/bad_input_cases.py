@@ -757,6 +757,15 @@ def _(ws):
     return argv(ws.params(CLS), f"trainer.output_dir={out}")
 
 
+@case("output-dir-holds-a-users-own-files", "output folder", r"trainer\.output_dir", r"/mine\b", r"metrics\.json",
+      r"overwrite_output_dir")
+def _(ws):
+    ws.write("mine/metrics.json", '{"my": "numbers"}\n')  # a user's folder: their own metrics, no run's config.json
+    ws.write("mine/config.json", '{"learning_rate": 0.1}\n')
+    ws.write("mine/notes.txt", "keep me\n")
+    return argv(ws.params(CLS), f"trainer.output_dir={ws.path('mine')}")
+
+
 @case("output-dir-finished-run-bad-dev-label-with-overwrite", "output folder", r"dev\.tsv:5\b", r"\bsport\b",
       stage=READ)
 def _(ws):
