@@ -10,26 +10,35 @@ _CHUNK = 1000  # texts per tokenizer call: big enough to amortise its overhead, 
 
 
 def encode_texts(tokenizer, texts, texts_b=None, *, max_seq_len=None, split="", what="texts",
-                 special_tokens=True):
+                 special_tokens=True, word_start=True, offsets=False):
     """Token ids of each text, or of each pair ``(texts[i], texts_b[i])`` as one
     sequence ``[CLS] a [SEP] b [SEP]``: ``{"input_ids": [...], "token_type_ids": [...]}``,
     one list per text.
 
     With ``max_seq_len`` a sequence is cut to it, and a note says how many of
     the ``split``'s ``what`` (texts, pairs, ...) reached it; without, nothing
-    is cut. ``special_tokens=False`` gives a text's word pieces alone. The ids
-    are paddlenlp's, computed by its Rust twin where there is one
-    (:mod:`appzoo.data.fast_tokenizer`; ``APPZOO_TOKENIZER=python`` turns it off).
+    is cut. ``special_tokens=False`` gives a text's word pieces alone.
+    ``word_start=False`` reads each text as a token inside a longer text: a
+    SentencePiece tokenizer's bare word-start piece ``▁`` before the token's
+    other pieces is dropped (a Chinese character is one piece, not two; no
+    effect on a BERT tokenizer). ``offsets=True`` adds ``"offsets"``: each
+    id's ``(start, end)`` characters in its text, ``(0, 0)`` for a special token.
+
+    The ids are paddlenlp's, computed by its Rust twin where there is one
+    (:mod:`appzoo.data.fast_tokenizer`; ``APPZOO_TOKENIZER=python`` turns it
+    off); an XLM-R-family ``tokenizer.json`` is run by ``tokenizers`` itself
+    (:mod:`appzoo.data.unigram`).
     """
     texts = list(texts)
-    out = {"input_ids": [], "token_type_ids": []}
+    out = {"input_ids": [], "token_type_ids": [], **({"offsets": []} if offsets else {})}
     for start in progress(range(0, len(texts), _CHUNK), desc=f"tokenize {split}".strip(), unit="k texts",
                           leave=False):
         encoded = fast_tokenizer.encode(tokenizer, texts[start:start + _CHUNK],
                                         texts_b[start:start + _CHUNK] if texts_b is not None else None,
-                                        max_seq_len=max_seq_len, special_tokens=special_tokens)
-        out["input_ids"].extend(encoded["input_ids"])
-        out["token_type_ids"].extend(encoded["token_type_ids"])
+                                        max_seq_len=max_seq_len, special_tokens=special_tokens,
+                                        word_start=word_start, offsets=offsets)
+        for key in out:
+            out[key].extend(encoded[key])
     truncated = sum(len(ids) == max_seq_len for ids in out["input_ids"]) if max_seq_len else 0
     if truncated:
         note(f"note: {truncated} of {len(texts)} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")

