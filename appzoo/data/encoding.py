@@ -2,6 +2,7 @@
 import numpy as np
 
 from appzoo.data import fast_tokenizer
+from appzoo.data.unigram import UnigramTokenizer
 from appzoo.progress import note, progress
 
 #: what a padded label position holds: the ``ignore_index`` every loss skips
@@ -33,10 +34,13 @@ def encode_texts(tokenizer, texts, texts_b=None, *, max_seq_len=None, split="", 
     out = {"input_ids": [], "token_type_ids": [], **({"offsets": []} if offsets else {})}
     for start in progress(range(0, len(texts), _CHUNK), desc=f"tokenize {split}".strip(), unit="k texts",
                           leave=False):
-        encoded = fast_tokenizer.encode(tokenizer, texts[start:start + _CHUNK],
-                                        texts_b[start:start + _CHUNK] if texts_b is not None else None,
-                                        max_seq_len=max_seq_len, special_tokens=special_tokens,
-                                        word_start=word_start, offsets=offsets)
+        chunk, chunk_b = texts[start:start + _CHUNK], texts_b[start:start + _CHUNK] if texts_b is not None else None
+        if isinstance(tokenizer, UnigramTokenizer):
+            encoded = tokenizer.encode(chunk, chunk_b, max_seq_len=max_seq_len, special_tokens=special_tokens,
+                                       word_start=word_start, offsets=offsets)
+        else:
+            encoded = fast_tokenizer.encode(tokenizer, chunk, chunk_b, max_seq_len=max_seq_len,
+                                            special_tokens=special_tokens, offsets=offsets)
         for key in out:
             out[key].extend(encoded[key])
     truncated = sum(len(ids) == max_seq_len for ids in out["input_ids"]) if max_seq_len else 0

@@ -94,18 +94,11 @@ def choice():
     return value
 
 
-def encode(tokenizer, texts, texts_b=None, *, max_seq_len=None, special_tokens=True, word_start=True,
-           offsets=False):
+def encode(tokenizer, texts, texts_b=None, *, max_seq_len=None, special_tokens=True, offsets=False):
     """``{"input_ids": [...], "token_type_ids": [...]}`` exactly as paddlenlp's
     ``tokenizer`` gives them (``longest_first`` truncation to ``max_seq_len``),
-    by the Rust twin when there is one for it, else by paddlenlp; a
-    :class:`~appzoo.data.unigram.UnigramTokenizer` encodes by itself (and
-    ``word_start`` is for it alone). ``offsets`` adds each id's character span."""
-    from appzoo.data.unigram import UnigramTokenizer
-
-    if isinstance(tokenizer, UnigramTokenizer):
-        return tokenizer.encode(texts, texts_b, max_seq_len=max_seq_len, special_tokens=special_tokens,
-                                word_start=word_start, offsets=offsets)
+    by the Rust twin when there is one for it, else by paddlenlp.
+    ``offsets`` adds each id's character span (by paddlenlp)."""
     if offsets:
         return paddle_encode(tokenizer, texts, texts_b, max_seq_len=max_seq_len, special_tokens=special_tokens,
                              offsets=True)

