@@ -257,6 +257,34 @@ def test_two_sigterms_under_load_answer_in_flight_requests_then_exit_0(served_ru
         request(base, "GET", "/v2/health/live", timeout=2)
 
 
+def test_a_sigterm_while_the_model_exports_exits_0_not_abort(served_runs, tmp_path):
+    """Stopped while the loading thread exports the graph (onnxruntime, inference/ removed), the process must not
+    end its interpreter under paddle's running C++ code, which aborted it (SIGABRT, 'FATAL: exception not
+    rethrown'): it waits for the loading and exits 0, and the export it finished is whole."""
+    import shutil
+
+    run = tmp_path / "cls"
+    shutil.copytree(served_runs["cls"], run, symlinks=True)
+    shutil.rmtree(run / "best" / "inference", ignore_errors=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "appzoo.serve", str(run / "best"), "--port", "0",
+                                "--engine", "onnxruntime"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = process.stderr.readline()
+        assert first.startswith("serving "), first
+        base = first.split(" on ")[1].split("/ ")[0]
+        time.sleep(0.3)  # the loading thread has started the export
+        assert request(base, "GET", "/v2/health/ready")[0] == 503  # still loading: the case under test
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(120)
+        rest = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, (code, rest[-2000:])
+    assert "FATAL" not in rest and "Traceback" not in rest, rest[-2000:]
+
+
 def test_a_second_ctrl_c_stops_at_once_with_130(served_runs, monkeypatch, capsys):
     """In this process (serve() runs on the main thread, which signals need): the second SIGINT ends the
     drain without waiting for the request that waits 30 s for its batch."""

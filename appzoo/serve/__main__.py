@@ -12,6 +12,7 @@ serves that run's ``best/`` with the file's own ``serve`` section.
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import typing
 
@@ -46,6 +47,17 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("error: interrupted (Ctrl-C) while starting; nothing was served", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("error: stopped (SIGTERM) while starting; nothing was served", file=sys.stderr)
+        return 128 + signal.SIGTERM
+
+
+class _Terminated(Exception):
+    """SIGTERM before the server took the signal over (serve's own handler drains)."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated()
 
 
 def run(model_specs, settings, key_path="models"):
@@ -57,7 +69,14 @@ def run(model_specs, settings, key_path="models"):
     config = ServeConfig.from_section(settings)
     threads = config.engine_threads(len(model_specs))
     configure_cpu(threads)  # before paddle loads: the dygraph engine's threads (no effect once loaded)
-    import_paddle_quietly()
+    # paddle's import puts a handler of its own on SIGTERM (a FatalError report, exit 143): a SIGTERM during the
+    # import waits, blocked, for this process's own handler, which then says in one line that nothing was served
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        import_paddle_quietly()
+        signal.signal(signal.SIGTERM, _terminated)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     from appzoo.registry import load_components
     from appzoo.serve.models import parse_models
     from appzoo.serve.server import serve

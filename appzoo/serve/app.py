@@ -56,6 +56,7 @@ class Models:
         self.loaded = {}
         self.error = None  # the one line of a model that could not be loaded (with its folder: for stderr)
         self.ready = threading.Event()
+        self.loader = None  # the thread that loads them (create_app's lifespan)
 
     def load(self, on_error=None):
         try:
@@ -110,7 +111,9 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
 
     async def lifespan(app):
         if load:
-            threading.Thread(target=models.load, args=(on_load_error,), name="load-models", daemon=True).start()
+            models.loader = threading.Thread(target=models.load, args=(on_load_error,), name="load-models",
+                                             daemon=True)
+            models.loader.start()
         yield
         await run_in_threadpool(models.stop, config.drain_timeout_s)  # answer what is queued, then end
 

@@ -10,6 +10,7 @@ line on stderr: an address or port that cannot be had, a missing or corrupt
 connections than file descriptors.
 """
 import errno
+import os
 import signal
 import socket
 import sys
@@ -88,9 +89,24 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
     if server.force_exit:  # uvicorn's second Ctrl-C: no drain, no answer to what was in flight
         app.state.models.stop(0)
         print("stopped at once (a second Ctrl-C), without waiting for the requests in flight", file=sys.stderr)
-        return 128 + signal.SIGINT
+        return _leave_loading(app.state.models.loader, 0, 128 + signal.SIGINT)
     print("stopped: every request in flight was answered" if stops else "stopped", file=sys.stderr)
-    return 0
+    return _leave_loading(app.state.models.loader, config.drain_timeout_s, 0)
+
+
+def _leave_loading(loader, timeout, code):
+    """``code``, once the thread loading the models is done. Stopped while it exports or quantizes, the
+    interpreter would end under paddle's or ONNX Runtime's running C++ code, which aborts the process (SIGABRT,
+    'FATAL: exception not rethrown'): wait up to ``timeout`` for it, then leave without the interpreter's
+    teardown (nothing is half-written: exports are renamed into place whole)."""
+    if loader is None or not loader.is_alive():
+        return code
+    loader.join(timeout)
+    if loader.is_alive():
+        print("stopped while the models were still loading", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
+    return code
 
 
 def uvicorn_config(app, config):
