@@ -178,7 +178,7 @@ def test_unknown_model_type_suggests(config):
 def test_existing_output_dir_is_not_overwritten(config, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "config.json").write_text("{}")
+    (out / "config.json").write_text(json.dumps(config))  # what a run writes first
     validate(config)  # a run that saved no model yet may be redone
     (out / "best").mkdir()
     validate(config)  # a best/ whose save never completed does not count either
