@@ -18,9 +18,14 @@ MISSING = re.compile(r"could not import '([\w.]+)'|No module named '([\w.]+)'")
 
 
 def _requirement_names(path):
+    """The names of the requirements that install here (an environment marker, ``; platform_machine ==
+    "x86_64"``, may leave one out on this platform: its tests may skip)."""
+    from packaging.requirements import Requirement
+
     with open(path, encoding="utf-8") as f:
         lines = [line.split("#")[0].strip() for line in f]
-    return [re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0].lower().replace("_", "-") for line in lines if line]
+    found = [Requirement(line) for line in lines if line]
+    return [r.name.lower().replace("_", "-") for r in found if r.marker is None or r.marker.evaluate()]
 
 
 def provided_modules(path=os.path.join(ROOT, "requirements.txt")):

