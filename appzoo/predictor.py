@@ -28,6 +28,7 @@ One Predictor may be shared by threads: each call predicts its own inputs
 """
 import dataclasses
 import os
+import unicodedata
 
 from appzoo import bundle, engines, export, prediction
 from appzoo.errors import ConfigError, DataError
@@ -116,6 +117,7 @@ class Predictor:
         inputs = list(inputs)
         if not inputs:
             return Prepared([], [], [])
+        check_inputs(inputs)
         examples = self.reader.read_inputs(inputs)
         features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
         return Prepared(examples, features, self._cut(examples, features))
@@ -165,3 +167,34 @@ class Predictor:
         ``(metrics, predictions)`` (:func:`appzoo.prediction.evaluate`)."""
         return prediction.evaluate(self.engine, self.bundle, examples, features, batch_size=self.batch_size,
                                    with_predictions=with_predictions)
+
+
+# ---- raw inputs: what no reader should see (the Predictor's and the server's)
+def check_inputs(inputs):
+    """DataError for what no reader should see: a value that is not text (a lone surrogate from a JSON
+    ``\\ud800`` escape), or a text or token that is blank: only whitespace and invisible format characters
+    (Unicode category Cf: U+200B zero-width space, U+200C/U+200D joiners, U+2060 word joiner, U+FEFF, the
+    bidirectional marks), which the tokenizer drops, leaving nothing to predict from."""
+    for i, value in enumerate(inputs):
+        for text in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise DataError(f"input {i}: not valid Unicode text ({e.reason} at character {e.start})") \
+                        from None
+                if text and is_blank(text):
+                    raise DataError(f"input {i}: {_escaped(text)} is blank (only whitespace and invisible "
+                                    f"format characters such as U+200B); expected a non-empty text")
+
+
+def is_blank(text):
+    """Whether ``text`` holds nothing visible: each character whitespace or a format character (Cf)."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
+def _escaped(text, width=40):
+    """``text`` in double quotes with every invisible character as an escape (``"\\u200b"``)."""
+    shown = "".join(c if c.isprintable() and not c.isspace() or c == " " else
+                    {"\n": "\\n", "\t": "\\t"}.get(c, f"\\u{ord(c):04x}") for c in text[:width])
+    return f'"{shown}{"..." if len(text) > width else ""}"'

@@ -154,6 +154,10 @@ def test_bad_inputs_and_engines_are_one_line_errors(runs, monkeypatch):
     with pytest.raises(DataError, match=r"^inputs: expected a list of inputs, got one str; for one input, "
                                         r"pass \[input\]"):
         Predictor(best).predict("one text")
+    for blank in ("\u200b", " \u2060\ufeff ", "\u200c\t"):  # invisible format characters: refused like "   "
+        with pytest.raises(DataError, match=r"^input 1: \".*\" is blank \(only whitespace and invisible format "
+                                            r"characters such as U\+200B\); expected a non-empty text$"):
+            Predictor(best).predict(["fine", blank])
     assert Predictor(best).predict([]) == []
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))

@@ -21,9 +21,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from appzoo.errors import UserError, first_line
+from appzoo.predictor import check_inputs
 from appzoo.serve.batcher import QueueFull
 from appzoo.serve.metrics import Metrics
-from appzoo.serve.models import ServedModel, check_inputs
+from appzoo.serve.models import ServedModel
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 #: the try-it page and its files, each served with its type (the page holds no inline script or style)

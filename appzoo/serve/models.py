@@ -3,10 +3,9 @@ with a micro-batcher, its task's input shape, and what the try-it page and
 the KServe V2 metadata route say about it."""
 import os
 import time
-import unicodedata
 
 from appzoo import bundle
-from appzoo.errors import ConfigError, DataError
+from appzoo.errors import ConfigError
 from appzoo.predictor import Predictor
 from appzoo.progress import quiet
 from appzoo.serve.batcher import MicroBatcher
@@ -105,33 +104,3 @@ class ServedModel:
 
     def stop(self, timeout=None):
         return self.batcher.stop(timeout)
-
-
-def check_inputs(inputs):
-    """DataError for what no reader should see: a value that is not text (a lone surrogate from a JSON
-    ``\\ud800`` escape), or a text or token that is blank: only whitespace and invisible format characters
-    (Unicode category Cf: U+200B zero-width space, U+200C/U+200D joiners, U+2060 word joiner, U+FEFF, the
-    bidirectional marks), which the tokenizer drops, leaving nothing to predict from."""
-    for i, value in enumerate(inputs):
-        for text in (value if isinstance(value, (list, tuple)) else [value]):
-            if isinstance(text, str):
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError as e:
-                    raise DataError(f"input {i}: not valid Unicode text ({e.reason} at character {e.start})") \
-                        from None
-                if text and is_blank(text):
-                    raise DataError(f"input {i}: {_escaped(text)} is blank (only whitespace and invisible "
-                                    f"format characters such as U+200B); expected a non-empty text")
-
-
-def is_blank(text):
-    """Whether ``text`` holds nothing visible: each character whitespace or a format character (Cf)."""
-    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
-
-
-def _escaped(text, width=40):
-    """``text`` in double quotes with every invisible character as an escape (``"\\u200b"``)."""
-    shown = "".join(c if c.isprintable() and not c.isspace() or c == " " else
-                    {"\n": "\\n", "\t": "\\t"}.get(c, f"\\u{ord(c):04x}") for c in text[:width])
-    return f'"{shown}{"..." if len(text) > width else ""}"'
