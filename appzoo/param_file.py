@@ -163,6 +163,12 @@ def parse_value(text):
         return text
 
 
+def overlapping(key, keys):
+    """The first of the key paths ``keys`` that is ``key``, holds it or lies inside it (``model.loss`` and
+    ``model.loss.gamma``), or None: two settings of such keys would set one value twice."""
+    return next((k for k in keys if k == key or k.startswith(key + ".") or key.startswith(k + ".")), None)
+
+
 def apply_overrides(config, overrides):
     """Apply ``a.b.c=VALUE`` strings to ``config`` in place."""
     for item in overrides:

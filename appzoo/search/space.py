@@ -17,7 +17,7 @@ import re
 from typing import Optional
 
 from appzoo.errors import ConfigError
-from appzoo.param_file import parse_value
+from appzoo.param_file import overlapping, parse_value
 from appzoo.registry import did_you_mean
 
 KINDS = ("log_uniform", "uniform", "int", "choice")
@@ -166,17 +166,17 @@ def parse_specs(specs, space=None):
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"--search {spec!r}: expected KEY.PATH=SPACE, e.g. {EXAMPLE}")
-        clash = [k for k in given if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
+        clash = overlapping(key, given)
         if clash:
-            raise ConfigError(f"--search {spec!r}: {key} overlaps another --search key {clash[0]}; give each key "
+            raise ConfigError(f"--search {spec!r}: {key} overlaps another --search key {clash}; give each key "
                               f"once")
         given.append(key)
         dimensions[key] = parse_dimension(key, text, f"--search {spec!r}")
     keys = list(dimensions)
     for i, key in enumerate(keys):
-        clash = [k for k in keys[:i] if k.startswith(key + ".") or key.startswith(k + ".")]
+        clash = overlapping(key, keys[:i])  # the keys of a dict: never equal
         if clash:
-            raise ConfigError(f"search: {key} overlaps the searched key {clash[0]}; search each key once")
+            raise ConfigError(f"search: {key} overlaps the searched key {clash}; search each key once")
     if not dimensions:
         raise ConfigError(f"--search: no search space: give --search KEY=SPACE (e.g. --search {EXAMPLE}) or a "
                           f"search.space section in the param file")

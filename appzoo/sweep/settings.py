@@ -6,7 +6,7 @@ import itertools
 import json
 import re
 
-from appzoo.param_file import SECTIONS, parse_value
+from appzoo.param_file import SECTIONS, overlapping, parse_value
 from appzoo.errors import ConfigError
 from appzoo.registry import did_you_mean
 
@@ -80,9 +80,9 @@ def _check_key(spec, key, taken):
     if key in SET_BY_SWEEP:
         raise ConfigError(f"--sweep {spec!r}: {key} is set by the sweep for each run "
                           f"(use --seeds N for seeds; the runs go under trainer.output_dir/sweep/)")
-    clash = [k for k in taken if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
+    clash = overlapping(key, taken)
     if clash:
-        raise ConfigError(f"--sweep {spec!r}: {key} overlaps another --sweep key {clash[0]}; "
+        raise ConfigError(f"--sweep {spec!r}: {key} overlaps another --sweep key {clash}; "
                           f"give each key once")
 
 
