@@ -105,8 +105,44 @@ def build(plan, reader, splits, work_dir):
             reader.check_labels(splits[split], labels, getattr(plan.data, split))
     args = reader.model_args(labels, splits.get("train"))
     encoder, tokenizer = build_encoder(plan.encoder, lambda: reader.texts(splits["train"]), work_dir)
+    if plan.encoder.prune_vocab:
+        _prune_to_data(plan, reader, splits, labels, encoder, tokenizer)
     model = plan.model_class(encoder=encoder, **args, **plan.model_kwargs)
     return Bundle(model, reader, tokenizer, labels, args, plan.config)
+
+
+def _prune_to_data(plan, reader, splits, labels, encoder, tokenizer):
+    """``model.encoder.prune_vocab``: the encoder and tokenizer cut to the pieces
+    of the run's train, dev and test files, as the reader encodes them, and of
+    ``keep_pieces`` (:mod:`appzoo.encoders.prune`); one note says what was kept."""
+    from appzoo.data.unigram import UnigramTokenizer
+    from appzoo.encoders.prune import PRUNE, prune, read_keep_pieces, used_ids
+    from appzoo.progress import note, quiet
+
+    if not isinstance(tokenizer, UnigramTokenizer):
+        raise ConfigError(f"{PRUNE}: {plan.encoder.pretrained!r} has a {type(tokenizer).__name__}; only a "
+                          f"SentencePiece (XLM-R-family) tokenizer.json vocabulary is pruned")
+    encoded, names = [], []
+    for split in ("train", "dev", "test"):
+        path = getattr(plan.data, split)
+        if not path:
+            continue
+        with quiet():  # the run encodes (and notes on) its splits itself, with the pruned vocabulary
+            examples = splits[split] if split in splits else reader.read(path, split)
+            encoded.append(reader.encode(examples, tokenizer, labels, plan.data.max_seq_len, split))
+        names.append(split)
+    ids = used_ids(encoded)
+    if plan.encoder.keep_pieces:
+        ids.update(read_keep_pieces(plan.encoder.keep_pieces, tokenizer))
+        names.append(plan.encoder.keep_pieces)
+    full = tokenizer.vocab_size
+    kept, before, after = prune(encoder, tokenizer, ids)
+    note(f"note: {PRUNE}: {len(kept):,} of {full:,} pieces kept (the special tokens and those of "
+         f"{', '.join(names)}); encoder parameters {_count(before)} -> {_count(after)}")
+
+
+def _count(n):
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n:,}"
 
 
 # ----------------------------------------------------------------------- load

@@ -28,10 +28,12 @@ def encode_texts(tokenizer, texts, texts_b=None, *, max_seq_len=None, split="", 
     The ids are paddlenlp's, computed by its Rust twin where there is one
     (:mod:`appzoo.data.fast_tokenizer`; ``APPZOO_TOKENIZER=python`` turns it
     off); an XLM-R-family ``tokenizer.json`` is run by ``tokenizers`` itself
-    (:mod:`appzoo.data.unigram`).
+    (:mod:`appzoo.data.unigram`). A pruned vocabulary's tokenizer reads a
+    piece outside it as ``<unk>``; a note says how many.
     """
     texts = list(texts)
     out = {"input_ids": [], "token_type_ids": [], **({"offsets": []} if offsets else {})}
+    unknown_before = getattr(tokenizer, "unknown_pieces", 0)
     for start in progress(range(0, len(texts), _CHUNK), desc=f"tokenize {split}".strip(), unit="k texts",
                           leave=False):
         chunk, chunk_b = texts[start:start + _CHUNK], texts_b[start:start + _CHUNK] if texts_b is not None else None
@@ -46,6 +48,10 @@ def encode_texts(tokenizer, texts, texts_b=None, *, max_seq_len=None, split="", 
     truncated = sum(len(ids) == max_seq_len for ids in out["input_ids"]) if max_seq_len else 0
     if truncated:
         note(f"note: {truncated} of {len(texts)} {split} {what} reach max_seq_len={max_seq_len} and are cut to it")
+    unknown = getattr(tokenizer, "unknown_pieces", 0) - unknown_before
+    if unknown:  # model.encoder.prune_vocab: a piece its data files did not have
+        note(f"note: {unknown} pieces of the {split} {what} are outside the model's pruned vocabulary and are "
+             f"read as <unk>")
     return out
 
 

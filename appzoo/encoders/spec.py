@@ -23,12 +23,21 @@ class EncoderSpec:
                                               "often", ge=1)] = 1,
                  max_vocab_size: Annotated[int, Key("from scratch: at most this many vocabulary entries, the "
                                                     "special tokens included", gt=len(SPECIAL_TOKENS))] = 30000,
-                 lowercase: Annotated[bool, Key("from scratch: lowercase the text before splitting it")] = True):
+                 lowercase: Annotated[bool, Key("from scratch: lowercase the text before splitting it")] = True,
+                 prune_vocab: Annotated[bool, Key(
+                     "pretrained, with a SentencePiece (XLM-R-family) tokenizer: keep only the special tokens and "
+                     "the pieces of the run's train, dev and test files (and of keep_pieces); a piece outside "
+                     "them is read as <unk> and counted")] = False,
+                 keep_pieces: Annotated[Optional[str], Key(
+                     "with prune_vocab: a UTF-8 file of pieces to keep as well, one per line (for text the "
+                     "model will see beyond its data files)")] = None):
         self.pretrained = pretrained
         self.config = config
         self.min_freq = min_freq
         self.max_vocab_size = max_vocab_size
         self.lowercase = lowercase
+        self.prune_vocab = prune_vocab
+        self.keep_pieces = keep_pieces
 
 
 def parse_encoder_spec(value, key_path="model.encoder"):
@@ -47,4 +56,11 @@ def parse_encoder_spec(value, key_path="model.encoder"):
         raise ConfigError(f"{key_path}.config: no such file {spec.config!r} (see configs/ for the shipped ones)")
     if spec.config is not None:
         read_scratch_config(spec.config)
+    if spec.prune_vocab and spec.config is not None:
+        raise ConfigError(f"{key_path}.prune_vocab: only for a pretrained encoder; a from-scratch vocabulary "
+                          f"is built from the training texts already (min_freq, max_vocab_size)")
+    if spec.keep_pieces is not None and not spec.prune_vocab:
+        raise ConfigError(f"{key_path}.keep_pieces: {spec.keep_pieces!r} is only read with prune_vocab: true")
+    if spec.keep_pieces is not None and not os.path.isfile(spec.keep_pieces):
+        raise ConfigError(f"{key_path}.keep_pieces: no such file {spec.keep_pieces!r}")
     return spec

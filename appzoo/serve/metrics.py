@@ -30,6 +30,9 @@ class Metrics:
                                  registry=r)
         self.load_seconds = Gauge("appzoo_model_load_seconds", "time to load and warm up each model", ["model"],
                                   registry=r)
+        self.unknown_pieces = Gauge("appzoo_unknown_pieces", "pieces outside a pruned vocabulary "
+                                    "(model.encoder.prune_vocab) read as <unk> since loading, by model", ["model"],
+                                    registry=r)
         self.ready = Gauge("appzoo_ready", "1 once every model is loaded and warmed up", registry=r)
 
     def observe(self, route, method, code, seconds):
@@ -41,4 +44,7 @@ class Metrics:
     def render(self, models):
         for name, model in models.items():
             self.queue_depth.labels(name).set(model.batcher.depth)
+            unknown = getattr(model.predictor.tokenizer, "unknown_pieces", None)
+            if unknown is not None:
+                self.unknown_pieces.labels(name).set(unknown)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -51,6 +51,8 @@ class ServedModel:
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
         self.input_kind = INPUT_KINDS.get(self.task, "text")
         self.predictor.predict([_WARM_UP[self.input_kind]])  # the first batch pays the graph's set-up
+        if hasattr(self.predictor.tokenizer, "unknown_pieces"):
+            self.predictor.tokenizer.unknown_pieces = 0  # /metrics counts the requests' pieces, not the warm-up's
         self.load_seconds = time.monotonic() - started
         self.batcher = MicroBatcher(self.predictor.predict_prepared, max_batch_size=config.max_batch_size,
                                     max_wait_ms=config.max_wait_ms, max_queue=config.max_queue,
