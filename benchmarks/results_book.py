@@ -68,14 +68,16 @@ PRETRAINED = [
                        'model.loss,trainer.sampler,dataset_reader.logit_adjust=[[{"name":"ce"},null,null],'
                        '[{"name":"ce"},"balanced",null],[{"name":"ce","class_weights":{"effective_number":0.9999}},'
                        'null,null],[{"name":"ce"},null,"tune"]]')]},
-    {"title": "Weibo NER, pretrained: softmax ce vs CRF vs softmax dice (Li et al.'s alpha 1)",
-     "note": E5_SIZES + " Two epochs of the 1,350 training sentences (86 steps of 32).",
+    {"title": "Weibo NER, pretrained: softmax ce vs softmax dice (Li et al.'s alpha 1) vs CRF",
+     "note": E5_SIZES + " Two epochs of the 1,350 training sentences (92 steps of 32) at learning rate 3e-4; at 1e-4 "
+     "the same budget left softmax ce predicting O everywhere (dev and test entity F1 0.0 on seed 42, training "
+     "loss 1.42 → 0.23 while still falling), so 1e-4 was not run further.",
      "data": "weibo", "metric": "entity micro-F1", "verdict_on": "test.micro_f1",
      "anchors": "BERT-base 68.99, FLAT+BERT 68.55, Lattice LSTM 58.79 (test, entity micro-F1, full training)",
      "rarest": "GPE.NOM", "scratch": ("weibo_softmax", "loss=name-ce"),
      "sweeps": [_sweep("ner_weibo_e5.json", "ner_weibo_e5",
-                       'model.type,model.loss=[["ErnieFcSeqLabel",{"name":"ce"}],["ErnieCrfSeqLabel",null],'
-                       '["ErnieFcSeqLabel",{"name":"dice","alpha":1.0,"smooth":1.0}]]')]},
+                       'model.type,model.loss=[["ErnieFcSeqLabel",{"name":"ce"}],'
+                       '["ErnieFcSeqLabel",{"name":"dice","alpha":1.0,"smooth":1.0}],["ErnieCrfSeqLabel",null]]')]},
     {"title": "AFQMC, pretrained: pointwise ce", "note": E5_SIZES + " 100 steps of 32 pairs: 3,200 of the 34,334.",
      "data": "afqmc", "metric": "dev AUC; F1 and accuracy at the threshold tuned on dev; argmax accuracy (the "
      "anchor's measure; always answering 'no match' scores 0.69)", "anchors": "ERNIE 3.0-Nano dev accuracy 70.51",
