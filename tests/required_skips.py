@@ -40,7 +40,7 @@ def provided_modules(path=os.path.join(ROOT, "requirements.txt")):
     found = {}
     for name in _requirement_names(path):
         for module in {*MODULES.get(name, (name.replace("-", "_"),)), *installed.get(name, ())}:
-            if not module.startswith("_"):
+            if not module.startswith("_") and module.isidentifier():  # sentencepiece lists "sentencepiece/_version"
                 found[module] = name
     return found
 
