@@ -185,8 +185,10 @@ def test_the_commands_of_a_readme_section_run_as_written(heading, tmp_path):
                 done = run(words, fresh)
                 if what == "cat":
                     assert done.stdout.strip(), f"README: {words[1]} is empty"
-                if heading == "One run" and what == "train":  # each example writes to output/<its name>
-                    folder = fresh / "output" / os.path.splitext(os.path.basename(words[words.index("--param_path") + 1]))[0]
+                if heading == "One run" and what == "train":  # output/<the example's name>, or as --set says
+                    named = [w.split("=", 1)[1] for w in words if w.startswith("trainer.output_dir=")]
+                    example = os.path.splitext(os.path.basename(words[words.index("--param_path") + 1]))[0]
+                    folder = fresh / (named[-1] if named else os.path.join("output", example))
                     for name in documented_run_files(text):
                         assert list(folder.glob(name.rstrip("/"))), f"README's One run promises {name}; not in {folder}"
             if server is not None:  # the block that started it is done
