@@ -198,3 +198,18 @@ def test_the_commands_of_a_readme_section_run_as_written(heading, tmp_path):
         if server is not None and server.poll() is None:
             server.kill()
             server.communicate()
+
+
+def test_the_readme_names_every_registered_loss_and_mode():
+    """The Losses line of README names each registered loss by its key value, and the --do row each mode."""
+    import appzoo.losses  # noqa: F401  (registers them)
+    from appzoo.registry import LOSSES
+    from appzoo.trainer_config import MODES
+
+    text = readme()
+    line = re.search(r"^- \*\*Losses\*\*.*?(?=^- \*\*)", text, re.M | re.S).group(0)
+    assert {"ce", "asl", "infonce"} <= set(LOSSES.names())
+    missing = [name for name in LOSSES.names() if f"`{name}`" not in line]
+    assert not missing, f"README's Losses line leaves out {missing}"
+    row = next(r for r in text.splitlines() if r.startswith("| `--do MODES`"))
+    assert all(mode in row for mode in (*MODES, "serve")), row
