@@ -40,7 +40,7 @@ def parse_args(argv):
                         help="--search: start no trial after this many seconds (search.timeout_s)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
                         help="where --search trials and --sweep runs run: this process (default), or Ray "
-                             "tasks (pip install 'appzoo[ray]'; see appzoo/ray_backend.py)")
+                             "tasks (pip install 'appzoo[ray]'; see appzoo/experiments/ray.py)")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="--backend ray: join this Ray cluster (default: start one on this machine)")
     parser.add_argument("--cpus-per-trial", type=float, metavar="N",
@@ -105,13 +105,13 @@ def main(argv=None):
             list_registered()
             return 0
         if args.describe:
-            from appzoo.describe import describe, markdown
+            from appzoo.run.describe import describe, markdown
 
             print(markdown() if args.describe == "all" else describe(args.describe), end="")
             return 0
-        from appzoo.param_file import apply_overrides, load_param_file
-        from appzoo.plan import validate
-        from appzoo.runner import run
+        from appzoo.params.param_file import apply_overrides, load_param_file
+        from appzoo.run.plan import validate
+        from appzoo.run.runner import run
 
         config = load_param_file(args.param_path)
         apply_overrides(config, args.set)
@@ -174,7 +174,7 @@ def _backend(args):
             raise UserError(f"{given[0]} belongs to --backend ray (trials and runs as Ray tasks); add "
                             f"--backend ray, or leave it out")
         return None
-    from appzoo.ray_backend import Backend
+    from appzoo.experiments.ray import Backend
 
     cpus, gpus = args.cpus_per_trial, args.gpus_per_trial
     return Backend(address=args.address, cpus=1 if cpus is None else cpus, gpus=0 if gpus is None else gpus)
@@ -184,7 +184,7 @@ def parse_do(text):
     """The modes of ``--do`` (None when not given: trainer.do decides); UserError for an unknown or no mode."""
     if text is None:
         return None
-    from appzoo.trainer_config import MODES
+    from appzoo.params.trainer import MODES
 
     do = [m.strip() for m in text.split(",") if m.strip()]
     if "serve" in do and len(do) > 1:

@@ -14,7 +14,7 @@ def __getattr__(name):
         from appzoo.env import import_paddle_quietly
 
         import_paddle_quietly()
-        from appzoo.predictor import Predictor
+        from appzoo.inference.predictor import Predictor
 
         return Predictor
     raise AttributeError(f"module 'appzoo' has no attribute {name!r}")

@@ -27,7 +27,7 @@ def embed(encoder, tokenizer, texts, max_seq_len, batch_size=128):
     import paddle
 
     from appzoo.data.encoding import encode_texts, pad
-    from appzoo.models import encode
+    from appzoo.task.model import encode
 
     ids = encode_texts(tokenizer, texts, max_seq_len=max_seq_len)["input_ids"]
     order = np.argsort([len(i) for i in ids])  # similar lengths together: less padding
@@ -55,9 +55,9 @@ def main(argv=None):
     from sklearn.metrics import accuracy_score, f1_score
 
     from appzoo.encoders import build_encoder
-    from appzoo.files import read_json, write_json
-    from appzoo.param_file import load_param_file
-    from appzoo.plan import validate
+    from appzoo.utils.files import read_json, write_json
+    from appzoo.params.param_file import load_param_file
+    from appzoo.run.plan import validate
 
     started = time.time()
     plan = validate(load_param_file(args.param_path), args.param_path)

@@ -30,7 +30,7 @@ import zipfile
 from typing import Callable, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from appzoo.files import file_sha256, write_bytes  # noqa: E402  (atomic writes, one home)
+from appzoo.utils.files import file_sha256, write_bytes  # noqa: E402  (atomic writes, one home)
 
 BASE_URL = "https://raw.githubusercontent.com"
 TIMEOUT_S = 10

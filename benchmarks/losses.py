@@ -72,7 +72,7 @@ def model_step_table(labels_np, repeats, rounds=5):
     import tempfile
 
     from appzoo.encoders import build_encoder, parse_encoder_spec
-    from appzoo.models import classification_loss
+    from appzoo.task.model import classification_loss
     from tasks.sequence_labeling.model import ErnieFcSeqLabel
 
     paddle.seed(0)

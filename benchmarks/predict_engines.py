@@ -20,7 +20,7 @@ into calls of 32 (then, for batch 1, the first ``--batch1`` examples one by one)
 tokenises (``reader.encode``, timed apart: the tokenizer's share) and predicts
 (``Predictor.predict_features``: batching, the engine, the decode). Reported: texts/s at batch 32
 and 1, the dev metric and its change from fp32 (the Paddle Inference fp32 row), the share of
-labels that agree with fp32 (:func:`appzoo.prediction.agreement`), the tokenizer's share of the
+labels that agree with fp32 (:func:`appzoo.inference.prediction.agreement`), the tokenizer's share of the
 time, and the encoder's GFLOP/s (its multiply-adds over the real tokens of each text, per
 second of the predict part) against the CPU's fp32 peak (:func:`peak_gflops`). One warm-up
 call, then ``--repeats`` timed passes (the fastest is kept). Prints a markdown table and writes
@@ -116,7 +116,7 @@ def encoder_flops(config, lengths):
 # ---------------------------------------------------------------- one row
 def timed_pass(predictor, examples, call_size):
     """``(seconds, tokenizer seconds, predictions, token lengths)`` of predicting ``examples`` in calls of ``call_size``."""
-    from appzoo.progress import quiet
+    from appzoo.utils.progress import quiet
 
     reader, total, tokenizing, predictions, lengths = predictor.reader, 0.0, 0.0, [], []
     with quiet():  # no bars or notes of texts cut at max_seq_len: a service's call prints nothing either
@@ -135,7 +135,7 @@ def timed_pass(predictor, examples, call_size):
 
 
 def bench_row(best, examples, engine, precision, quantization, threads, repeats, batch1):
-    from appzoo.predictor import Predictor
+    from appzoo.inference.predictor import Predictor
 
     predictor = Predictor(best, engine=engine, batch_size=32, num_threads=threads, precision=precision,
                           quantization=quantization)
@@ -167,9 +167,9 @@ def hf_row(hf_python, best, dev, threads, repeats, batch1, limit):
 
 # ---------------------------------------------------------------- the table
 def bench_model(name, folder, args, cpu_info):
-    from appzoo import bundle
+    from appzoo.store import bundle
     from appzoo.errors import UserError
-    from appzoo.prediction import agreement
+    from appzoo.inference.prediction import agreement
 
     best = os.path.join(folder, "best")
     trained = bundle.load(best)

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from appzoo.env import _cpuinfo_head  # noqa: E402
-from appzoo.files import write_json, write_text  # noqa: E402
+from appzoo.utils.files import write_json, write_text  # noqa: E402
 
 
 def measure(param_path, pruned, steps, threads, work):

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from appzoo.files import write_json, write_text  # noqa: E402
+from appzoo.utils.files import write_json, write_text  # noqa: E402
 # the sweep's own table, verdict rule and headline metrics, so the book and sweep.md never differ
 from appzoo.sweep import HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown  # noqa: E402
 from appzoo.sweep.summary import format_stats  # noqa: E402

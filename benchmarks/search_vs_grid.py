@@ -269,7 +269,7 @@ def _reach(result, key):
 def plot(result, path):
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    from appzoo.fonts import pyplot  # the toolkit's fonts, as every plot of it
+    from appzoo.utils.fonts import pyplot  # the toolkit's fonts, as every plot of it
 
     plt = pyplot()
 

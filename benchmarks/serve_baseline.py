@@ -25,7 +25,7 @@ from appzoo.env import available_cores, configure_cpu, import_paddle_quietly  # 
 def create_app(best, engine, precision, threads):
     from fastapi import FastAPI
 
-    from appzoo.predictor import Predictor
+    from appzoo.inference.predictor import Predictor
 
     predictor = Predictor(best, engine=engine, precision=precision, batch_size=32, num_threads=threads)
     predictor.predict(["warm up"])  # the first batch pays the graph's set-up, as appzoo.serve's warm-up

@@ -52,10 +52,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
 
-from appzoo.bundle import MARKER  # noqa: E402  (light: no paddle)
+from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
-from appzoo.files import write_json, write_text  # noqa: E402  (atomic writes)
-from appzoo.serve.config import ServeConfig  # noqa: E402  (light: no paddle)
+from appzoo.utils.files import write_json, write_text  # noqa: E402  (atomic writes)
+from appzoo.params.serve import ServeConfig  # noqa: E402  (light: no paddle)
 
 WORK = os.path.join("output", "serve_bench")
 TRAIN = ["--set", "trainer.max_steps=20", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -118,7 +118,7 @@ def time_batches(name, threads, engine, precision, repeats=10):
 
     configure_cpu(threads)
     import_paddle_quietly()
-    from appzoo.predictor import Predictor
+    from appzoo.inference.predictor import Predictor
 
     texts = read_texts(name)
     predictor = Predictor(MODELS[name][2], engine=engine, precision=precision, batch_size=FULL_BATCH,

@@ -56,12 +56,12 @@ import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 
-from appzoo import progress  # noqa: E402
-from appzoo.param_file import load_param_file  # noqa: E402
+from appzoo.utils import progress  # noqa: E402
+from appzoo.params.param_file import load_param_file  # noqa: E402
 from appzoo.data.sampler import feature_length, train_batches  # noqa: E402
-from appzoo.plan import validate  # noqa: E402
-from appzoo.runner import prepare  # noqa: E402
-from appzoo.trainer import Trainer  # noqa: E402
+from appzoo.run.plan import validate  # noqa: E402
+from appzoo.run.runner import prepare  # noqa: E402
+from appzoo.run.trainer import Trainer  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared", "data", "ner")
 SETS = {

@@ -35,7 +35,7 @@ from appzoo.env import configure_cpu, import_paddle_quietly  # noqa: E402
 configure_cpu()
 import_paddle_quietly()
 
-from appzoo import progress  # noqa: E402
+from appzoo.utils import progress  # noqa: E402
 from appzoo.data import fast_tokenizer as ft  # noqa: E402
 from appzoo.data.encoding import encode_texts  # noqa: E402
 from appzoo.encoders import build_encoder, parse_encoder_spec  # noqa: E402

@@ -4,8 +4,8 @@ to run a case and judge it.
 
 * :func:`plan_in_process` runs what the CLI runs before its first write, in
   this process: load the param file, apply ``--set``, read ``--do``, validate
-  (:mod:`appzoo.plan`) and, for a case whose error is in the data, prepare
-  (:func:`appzoo.runner.prepare`: read the splits, build encoder and model).
+  (:mod:`appzoo.run.plan`) and, for a case whose error is in the data, prepare
+  (:func:`appzoo.run.runner.prepare`: read the splits, build encoder and model).
 * :func:`execute` runs ``run_trainer.main`` with the case's argv, as a user
   would (benchmarks/bad_inputs_probe.py runs every case this way, against
   any checkout).
@@ -190,7 +190,7 @@ def tree_hashes(folder):
 # A case
 # ---------------------------------------------------------------------------
 #: Where a case is refused. PLAN: by the planner, from the param file and the
-#: command line alone (the promise of appzoo.plan). READ: while the data,
+#: command line alone (the promise of appzoo.run.plan). READ: while the data,
 #: encoder and saved model are read (runner.prepare), or earlier. RUN: only a
 #: run can tell (a resume check, a loss that diverges): through the CLI only.
 PLAN, READ, RUN = "plan", "read", "run"
@@ -355,10 +355,10 @@ def plan_in_process(case, ws):
     line the CLI would print. The registries must be loaded (the shared
     finished run has run ``main`` once)."""
     import run_trainer
-    from appzoo.param_file import apply_overrides, load_param_file
+    from appzoo.params.param_file import apply_overrides, load_param_file
     from appzoo.errors import UserError
-    from appzoo.plan import validate
-    from appzoo.runner import prepare
+    from appzoo.run.plan import validate
+    from appzoo.run.runner import prepare
 
     args = case.build(ws)
     options = run_trainer.parse_args(args)

@@ -82,7 +82,7 @@ def tiny_ernie(vocab_size=30, seed=0):
 def crash_after_step(monkeypatch, step):
     """Within the block, the trainer raises RuntimeError("simulated crash")
     instead of training step ``step + 1`` (a process killed after ``step`` steps)."""
-    from appzoo.trainer import Trainer
+    from appzoo.run.trainer import Trainer
 
     real = Trainer._train_step
 

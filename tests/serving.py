@@ -49,7 +49,7 @@ def live_server(specs, *, load=True, **settings):
     import uvicorn
 
     from appzoo.serve.app import create_app
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.serve import ServeConfig
     from appzoo.serve.server import listen, uvicorn_config
 
     config = ServeConfig(**{"port": 0, "engine": "dygraph", **settings})

@@ -148,7 +148,7 @@ def test_ner_imbalance_is_over_entity_types_with_o_apart(tmp_path, capsys):
 
 def test_a_few_long_outliers_ask_for_no_longer_max_seq_len():
     """2 of 5000 cut (p99 within max_seq_len) is a warning, not a reason to change the key."""
-    from appzoo.audit import _percent, what_to_try
+    from appzoo.reports.audit import _percent, what_to_try
 
     row = {"examples": 5000, "length_percentiles": {"p50": 23, "p90": 32, "p99": 40, "max": 147},
            "longer_than_max_seq_len": 2, "share_cut": 0.0004}

@@ -80,7 +80,7 @@ def test_table_is_large_ids_unique_and_every_exit_code_runs_end_to_end():
 
 def test_finished_run_holds_only_the_documented_outputs(shared):
     """The prior run the cases copy must be what a finished run leaves: no staging folders, and
-    best/ a link to the one hidden folder that holds the best model (see appzoo/archive.py)."""
+    best/ a link to the one hidden folder that holds the best model (see appzoo/store/archive.py)."""
     documented = {"config.json", "train_log.jsonl", "metrics.json", "predictions.jsonl", "report.md", "report.html", "plots",
                   "best", "checkpoints", "predictions", "errors.md"}
     names = set(os.listdir(shared[0]))

@@ -107,7 +107,7 @@ def test_a_run_reports_ece_and_the_logit_adjustment_before_and_after_and_the_pre
 
 
 def test_ece_chooses_the_best_model_lower_is_better():
-    from appzoo.trainer_config import TrainerConfig
+    from appzoo.params.trainer import TrainerConfig
 
     reader = ClassificationReader()
     assert "ece" in reader.metric_names() and "ece" not in ClassificationReader(multi_label=True).metric_names()

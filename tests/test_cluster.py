@@ -15,8 +15,8 @@ import numpy as np
 import paddle
 import pytest
 
-from appzoo.archive import LOCK_INFO, RunFolder
-from appzoo.bundle import MARKER, MODEL_FILE
+from appzoo.store.archive import LOCK_INFO, RunFolder
+from appzoo.store.bundle import MARKER, MODEL_FILE
 from conftest import LAUNCH_ENV, LAUNCH_SETTINGS, check_launch, read_json, read_jsonl
 from test_deploy import PARAM, SBATCH, fake_bin, paddlejob_container, paddlejob_pod
 

@@ -8,12 +8,12 @@ import sys
 import pytest
 
 import run_trainer
-from appzoo.config import check_kwargs
-from appzoo.param_file import apply_overrides, load_param_file, parse_value
+from appzoo.params.keys import check_kwargs
+from appzoo.params.param_file import apply_overrides, load_param_file, parse_value
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 from appzoo.registry import LOSSES, METRICS, MODELS, READERS, Registry
-from appzoo.plan import validate
+from appzoo.run.plan import validate
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 
@@ -312,7 +312,7 @@ def test_cli_unknown_mode(capsys):
 @pytest.mark.slow
 def test_cpu_defaults_are_set_by_the_command_line_alone():
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")}
-    library = "import appzoo.env, appzoo.config, os; print(os.environ.get('OMP_NUM_THREADS'))"
+    library = "import appzoo.env, appzoo.params.keys, os; print(os.environ.get('OMP_NUM_THREADS'))"
     out = subprocess.run([sys.executable, "-c", library], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None"]  # importing the library leaves the process alone
     cli = ("import os, sys, run_trainer; loaded = 'paddle' in sys.modules; run_trainer.main(['--list']); "

@@ -3,7 +3,7 @@ and of calibration, drawn from metrics alone."""
 import numpy as np
 import pytest
 
-from appzoo import report
+from appzoo.reports import report
 from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
 

@@ -3,8 +3,8 @@ a text, labels that differ only by case, JSONL values of the wrong type."""
 import pytest
 
 import run_trainer
-from appzoo.config import check_kwargs
-from appzoo.data.reader import read_label_file
+from appzoo.params.keys import check_kwargs
+from appzoo.task.reader import read_label_file
 from appzoo.errors import ConfigError, DataError
 from appzoo.registry import READERS
 from tasks.sequence_labeling.reader import SequenceLabelingReader

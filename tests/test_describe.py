@@ -5,8 +5,8 @@ import sys
 import pytest
 
 import run_trainer
-from appzoo.config import check_value, parameters
-from appzoo.describe import REGENERATE, components, describe, markdown
+from appzoo.params.keys import check_value, parameters
+from appzoo.run.describe import REGENERATE, components, describe, markdown
 from appzoo.errors import ConfigError
 from appzoo.registry import LOSSES, MODELS, READERS
 

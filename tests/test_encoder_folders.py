@@ -12,11 +12,11 @@ import pytest
 
 import appzoo.encoders.pretrained as pretrained
 import run_trainer
-from appzoo import bundle
+from appzoo.store import bundle
 from appzoo.encoders import (build_encoder, check_model_sources, load_encoder, max_positions, parse_encoder_spec,
                              saved_max_positions)
 from appzoo.errors import ConfigError, UserError
-from appzoo.files import load_weights
+from appzoo.utils.files import load_weights
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog"]

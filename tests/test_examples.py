@@ -7,8 +7,8 @@ import os
 import pytest
 
 import run_trainer
-from appzoo.param_file import load_param_file
-from appzoo.plan import validate
+from appzoo.params.param_file import load_param_file
+from appzoo.run.plan import validate
 from serving import STEPS, TASKS
 
 EXAMPLES = sorted(p for ext in ("json", "yaml", "yml") for p in glob.glob(f"examples/*.{ext}"))

@@ -1,9 +1,9 @@
-"""Plots with Chinese labels draw their characters (the CJK fallback font of appzoo.fonts), with no glyph warning."""
+"""Plots with Chinese labels draw their characters (the CJK fallback font of appzoo.utils.fonts), with no glyph warning."""
 import contextlib
 import logging
 import warnings
 
-from appzoo import report
+from appzoo.reports import report
 from appzoo.sweep.plots import plot as sweep_plot
 
 
@@ -41,7 +41,7 @@ def test_a_sweep_plot_with_chinese_setting_names_has_no_missing_glyph(tmp_path, 
 def test_latin_text_keeps_the_default_font_and_chinese_falls_back_to_noto_cjk():
     from matplotlib import font_manager
 
-    from appzoo.fonts import cjk_family, pyplot
+    from appzoo.utils.fonts import cjk_family, pyplot
 
     plt = pyplot()
     family = plt.rcParams["font.family"]
@@ -61,4 +61,4 @@ def test_every_plot_gets_pyplot_through_appzoo_fonts():
     sources.append(root / "run_trainer.py")
     direct = [str(p.relative_to(root)) for p in sources
               if "matplotlib" in p.read_text(encoding="utf-8") and p != root / "appzoo" / "fonts.py"]
-    assert not direct, f"plot through appzoo.fonts.pyplot(), not matplotlib directly: {direct}"
+    assert not direct, f"plot through appzoo.utils.fonts.pyplot(), not matplotlib directly: {direct}"

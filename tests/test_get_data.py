@@ -41,8 +41,8 @@ def test_goemotions_reads_back_through_its_benchmark_param_file(tmp_path, capsys
     """The written TSV, read with the dataset_reader of cls_goemotions_minilm_bce.json,
     gives every comment's text and label set as the release has them (unquoted,
     so quotes stay; no text holds a tab or line break), and the counts of SOURCES.md."""
-    from appzoo.param_file import load_param_file
-    from appzoo.plan import validate
+    from appzoo.params.param_file import load_param_file
+    from appzoo.run.plan import validate
 
     dest = tmp_path / "bench"
     assert get_data.main(["goemotions", "--dest", str(dest), "--mirror", MIRROR]) == 0

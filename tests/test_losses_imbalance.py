@@ -10,7 +10,7 @@ import pytest
 from appzoo import losses as L
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
-from appzoo.models import check_classification_loss, classification_loss
+from appzoo.task.model import check_classification_loss, classification_loss
 from test_losses import IGN, MH, RTOL, X, X3, Y, Y3, assert_finite_with_grad, check_grad, np_log_softmax, t, ti, val
 
 COUNTS = [50, 5, 20, 1]     # training label counts of the 4 classes of X

@@ -1,4 +1,4 @@
-"""Text from the data in the Markdown a run writes (appzoo.markdown.literal): errors.md, report.md, audit.md, sweep.md
+"""Text from the data in the Markdown a run writes (appzoo.utils.markdown.literal): errors.md, report.md, audit.md, sweep.md
 and search.md show hostile label names and texts as text. Checked on the files, through a CommonMark renderer that
 passes HTML through (markdown-it-py, as many viewers do), and in headless Chromium, where no script may run."""
 import html
@@ -11,8 +11,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 import browser
-from appzoo import audit, mistakes, report
-from appzoo.markdown import literal
+from appzoo.reports import audit, mistakes, report
+from appzoo.utils.markdown import literal
 from appzoo.search import results
 from appzoo.sweep import summary
 from tasks.text_classification.reader import ClassificationReader

@@ -1,12 +1,12 @@
-"""predictions/<split>.jsonl, errors.md and the never-predicted warnings (appzoo.mistakes), on made-up data with known answers."""
+"""predictions/<split>.jsonl, errors.md and the never-predicted warnings (appzoo.reports.mistakes), on made-up data with known answers."""
 import json
 import os
 
 import numpy as np
 import pytest
 
-from appzoo import mistakes, report
-from appzoo.archive import REPLACED, RunFolder
+from appzoo.reports import mistakes, report
+from appzoo.store.archive import REPLACED, RunFolder
 from appzoo.metrics import classification_metrics, sequence_labeling_metrics
 from conftest import cli, read_jsonl
 from tasks.sequence_labeling.reader import SequenceLabelingReader
@@ -112,7 +112,7 @@ def test_entity_mistakes_missed_spurious_wrong_type_and_wrong_boundary():
 
 
 def test_an_entity_mistake_is_bold_in_errors_md_and_its_text_escaped_around_it():
-    """The bold is errors.md's; a sentence's own asterisks, HTML and ESC show as text (appzoo.markdown.literal)."""
+    """The bold is errors.md's; a sentence's own asterisks, HTML and ESC show as text (appzoo.utils.markdown.literal)."""
     tokens = ["<b>", "*x*", "\x1b[1m", "|"]
     found = mistakes.entity_mistakes([tokens], [[("PER", 1, 2)]], [[]], " ".join)
     assert found["rows"][0]["context"] == ["<b> ", " \x1b[1m |"]
@@ -188,7 +188,7 @@ def test_replacing_a_run_moves_its_split_predictions_and_errors_aside(tmp_path):
 def test_a_run_writes_dev_and_test_predictions_from_its_one_evaluation(tmp_path, monkeypatch, capsys):
     """A planted never-predicted class (tech decoded as sports) reaches metrics.json, report.md and the console;
     eval predicts each split once."""
-    from appzoo import prediction
+    from appzoo.inference import prediction
 
     real_decode = ClassificationReader.decode
 

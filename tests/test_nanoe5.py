@@ -156,7 +156,7 @@ class ReferenceTokenizer:
 # ---- the encoder --------------------------------------------------------------------------------------
 @CONVERTED
 def test_converted_once_into_the_cache_named_by_sha256(converted):
-    from appzoo.files import file_sha256
+    from appzoo.utils.files import file_sha256
 
     folder, messages = converted
     assert os.path.basename(folder).endswith(file_sha256(MODEL_FILE)[:16])
@@ -176,7 +176,7 @@ def test_embeddings_equal_the_packages_own(built):
     import paddle
 
     from appzoo.data.encoding import encode_texts, pad
-    from appzoo.models import encode, pool
+    from appzoo.task.model import encode, pool
 
     encoder, tokenizer = built
     assert tokenizer.pad_token_id == 1 == encoder.config.pad_token_id and tokenizer.bos_token_id == 0
@@ -375,7 +375,7 @@ def test_an_xlmr_family_folder_loads_with_its_tokenizer_json(xlmr_folder, tmp_pa
     from appzoo.data.encoding import encode_texts, pad
     from appzoo.data.unigram import UnigramTokenizer
     from appzoo.encoders import build_encoder, check_model_sources, load_encoder, parse_encoder_spec, save_encoder
-    from appzoo.models import encode
+    from appzoo.task.model import encode
 
     spec = parse_encoder_spec(xlmr_folder)
     check_model_sources(spec, 256)

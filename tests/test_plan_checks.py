@@ -10,13 +10,13 @@ import paddle
 import pytest
 
 import run_trainer
-from appzoo import plan as plan_module
-from appzoo.config import check_kwargs
-from appzoo.param_file import apply_overrides, load_param_file
+from appzoo.run import plan as plan_module
+from appzoo.params.keys import check_kwargs
+from appzoo.params.param_file import apply_overrides, load_param_file
 from appzoo.errors import ConfigError, DataError
 from appzoo.losses import build_loss
-from appzoo.plan import validate
-from appzoo.trainer_config import TrainerConfig
+from appzoo.run.plan import validate
+from appzoo.params.trainer import TrainerConfig
 
 CLS = "examples/cls_ernie_fc_ch.json"
 MULTI = "examples/cls_ernie_fc_multilabel.json"

@@ -6,7 +6,7 @@ rate); each labels its test set with varied labels (checked), so agreement is no
 answers one label. Pointwise matching is left out: from scratch on the sample pairs it needs hundreds of
 steps to rank at all (dev AUC 0.50 after 60), and such a model's scores sit within 0.002 of its
 threshold, where any rounding flips a label; its trained example is measured in
-benchmarks/predict_engines.py. Units (:func:`appzoo.prediction.label_units`): a label (classification,
+benchmarks/predict_engines.py. Units (:func:`appzoo.inference.prediction.label_units`): a label (classification,
 matching), each label's yes or no (multi-label: whole label sets are printed too), a tag (sequence
 labeling). The exact agreement of each case is printed (``-rA`` shows it) and must be at
 least 98%. A precision an engine cannot run is refused in one line that names why and what to use
@@ -18,10 +18,10 @@ import pytest
 
 import run_trainer
 from appzoo import Predictor
-from appzoo.engines import BF16_FLAGS, check_precision
+from appzoo.inference.engines import BF16_FLAGS, check_precision
 from appzoo.env import cpu_flags
 from appzoo.errors import ConfigError, UserError
-from appzoo.prediction import agreement, label_units
+from appzoo.inference.prediction import agreement, label_units
 from serving import TASKS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
@@ -76,8 +76,8 @@ def test_a_low_precision_labels_as_fp32_does(trained, task, engine, precision, q
 def test_static_int8_is_cached_next_to_the_export_and_reused(trained):
     """The cache's name carries the dev set it was calibrated on and the model it is of (the start of the
     export's source key), so a file of other data or another model is never taken for it."""
-    from appzoo.export import KEY_LENGTH, exported_key
-    from appzoo.files import file_sha256
+    from appzoo.inference.export import KEY_LENGTH, exported_key
+    from appzoo.utils.files import file_sha256
 
     best, test, _ = trained["cls"]
     folder = os.path.join(os.path.dirname(best), "inference")
@@ -140,7 +140,7 @@ def test_a_truncated_onnx_or_int8_model_is_one_line_naming_it(served_runs, tmp_p
     import re
     import shutil
 
-    from appzoo.export import KEY_LENGTH, exported_key
+    from appzoo.inference.export import KEY_LENGTH, exported_key
     from bad_input_harness import truncate
 
     out = str(tmp_path / "run")
@@ -195,7 +195,7 @@ def test_precision_keys_are_checked_with_the_engine_in_the_param_file_and_serve(
     assert capsys.readouterr().err.strip().endswith(
         "trainer.inference_precision: 'int8' needs a graph engine (the Paddle model runs in fp32); use engine "
         "'onnxruntime' with precision 'int8', or 'paddle_inference' with 'bf16'")
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.serve import ServeConfig
 
     with pytest.raises(ConfigError, match=r"^serve\.precision: 'bf16' is not available on onnxruntime"):
         ServeConfig.from_section({"engine": "onnxruntime", "precision": "bf16"})
@@ -205,7 +205,7 @@ def test_precision_keys_are_checked_with_the_engine_in_the_param_file_and_serve(
 def test_a_graph_paddle_cannot_run_in_bf16_is_refused_at_load_in_one_line(trained, monkeypatch):
     """Paddle 3.3.1's bf16 passes fail on the all-MiniLM-L6-v2 graphs at the first batch (RuntimeError:
     std::exception); the Predictor runs one at load, so the refusal comes there, naming the way out."""
-    from appzoo import engines
+    from appzoo.inference import engines
 
     def refuse(self, arrays):
         raise RuntimeError("std::exception")

@@ -129,7 +129,7 @@ def test_an_empty_predict_file_gives_empty_predictions(runs, task, engine, tmp_p
 
 def test_raw_texts_for_sequence_labeling(runs, capsys, monkeypatch):
     """A text without spaces is read as characters, one with spaces is split on them."""
-    from appzoo import progress
+    from appzoo.utils import progress
 
     monkeypatch.setattr(progress, "ENABLED", True)  # as in a fresh process (runs set it from their config)
     predictor = Predictor(os.path.join(runs["ner_crf"], "best"))
@@ -143,7 +143,7 @@ def test_raw_texts_for_sequence_labeling(runs, capsys, monkeypatch):
 
 
 def test_bad_inputs_and_engines_are_one_line_errors(runs, monkeypatch):
-    from appzoo.trainer_config import TrainerConfig
+    from appzoo.params.trainer import TrainerConfig
 
     best = os.path.join(runs["classification"], "best")
     with pytest.raises(ConfigError, match=r"engine: 'paddle_infer' is not an inference engine; did you mean "
@@ -206,7 +206,7 @@ def test_a_best_replaced_by_an_older_copy_of_another_model_is_exported_again(run
     with the new model, as dygraph does; so must ``--do predict`` on a graph engine."""
     import shutil
 
-    from appzoo.files import load_weights, save_weights
+    from appzoo.utils.files import load_weights, save_weights
 
     out = tmp_path / "run"
     shutil.copytree(runs["classification"], out, symlinks=True)

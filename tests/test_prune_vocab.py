@@ -73,7 +73,7 @@ def test_a_pruned_encoder_computes_what_the_full_one_does_and_reads_other_pieces
     from appzoo.data.encoding import encode_texts, pad
     from appzoo.encoders import build_encoder, parse_encoder_spec
     from appzoo.encoders.prune import prune, used_ids
-    from appzoo.models import encode
+    from appzoo.task.model import encode
 
     spec = parse_encoder_spec({"pretrained": folder})
     full, full_tokenizer = build_encoder(spec, None, None)

@@ -204,7 +204,7 @@ def test_the_readme_names_every_registered_loss_and_mode():
     """The Losses line of README names each registered loss by its key value, and the --do row each mode."""
     import appzoo.losses  # noqa: F401  (registers them)
     from appzoo.registry import LOSSES
-    from appzoo.trainer_config import MODES
+    from appzoo.params.trainer import MODES
 
     text = readme()
     line = re.search(r"^- \*\*Losses\*\*.*?(?=^- \*\*)", text, re.M | re.S).group(0)

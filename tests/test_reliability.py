@@ -19,8 +19,9 @@ import paddle
 import pytest
 
 import run_trainer
-from appzoo import archive, bundle, files
-from appzoo.trainer import Trainer
+from appzoo.store import archive, bundle
+from appzoo.utils import files
+from appzoo.run.trainer import Trainer
 
 pytestmark = pytest.mark.slow  # kills, interrupts and resumes trained runs
 
@@ -193,7 +194,7 @@ def test_a_second_run_into_a_locked_folder_exits_2(param_file, tmp_path, capsys)
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             sys.path.insert(0, {ROOT!r})
-            from appzoo.archive import RunFolder
+            from appzoo.store.archive import RunFolder
             RunFolder({out!r}).lock()
             print("locked", flush=True)
             time.sleep(120)

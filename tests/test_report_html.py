@@ -1,4 +1,4 @@
-"""report.html (appzoo/report_html.py): one self-contained page per run and per sweep, on made-up data with
+"""report.html (appzoo/reports/html.py): one self-contained page per run and per sweep, on made-up data with
 known answers, opened in a real browser (headless Chromium, tests/browser.py)."""
 import re
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import browser
-from appzoo import mistakes, report, report_html
+from appzoo.reports import mistakes, report, html as report_html
 from tasks.sequence_labeling.reader import SequenceLabelingReader
 from tasks.text_classification.reader import ClassificationReader
 

@@ -11,9 +11,9 @@ import os
 
 import pytest
 
-from appzoo.param_file import load_param_file
+from appzoo.params.param_file import load_param_file
 from appzoo.errors import ConfigError
-from appzoo.plan import validate
+from appzoo.run.plan import validate
 
 RECIPES = sorted(glob.glob("examples/reproduce/*.json"))
 DATA = "data/benchmarks/"

@@ -1,9 +1,9 @@
 """config.json is the resolved param tree: every default written out, so two runs compare by what ran."""
 import pytest
 
-from appzoo.param_file import apply_overrides, load_param_file
-from appzoo.plan import validate
-from appzoo.resolve import changed_keys, trains_longer
+from appzoo.params.param_file import apply_overrides, load_param_file
+from appzoo.run.plan import validate
+from appzoo.store.resolve import changed_keys, trains_longer
 
 EXAMPLE = "examples/cls_ernie_fc_with_focal.json"
 

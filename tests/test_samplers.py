@@ -13,8 +13,8 @@ import pytest
 
 from appzoo.data.sampler import SAMPLERS, check_class_count, choose_sampler, train_batches
 from appzoo.errors import ConfigError
-from appzoo.plan import validate
-from appzoo.trainer import Trainer
+from appzoo.run.plan import validate
+from appzoo.run.trainer import Trainer
 from conftest import cli, crash_after_step, read_jsonl
 from test_plan_checks import load
 from tasks.sequence_labeling.reader import SequenceLabelingReader

@@ -1,5 +1,5 @@
 """--search: the ranges, checked before the first trial; pruning and divergence; a study killed with
-SIGKILL and continued by two workers at once; trials as Ray tasks (appzoo/search/, appzoo/ray_backend.py)."""
+SIGKILL and continued by two workers at once; trials as Ray tasks (appzoo/search/, appzoo/experiments/ray.py)."""
 import json
 import os
 import signal
@@ -149,7 +149,7 @@ def test_pruning_stops_a_plainly_bad_learning_rate_and_a_diverged_trial_is_recor
     assert read_json(root / "trial-0000" / "metrics.json")["test"]["macro_f1"] == best["test"]["macro_f1"]
     params = read_json(root / "best-params.json")
     assert params["trainer"]["learning_rate"] == 0.005 and "search" not in params
-    from appzoo.plan import validate
+    from appzoo.run.plan import validate
 
     assert validate(params).trainer.output_dir == str(root / "best-run")
     assert "--sweep" in summary["confirm"] and "best-params.json" in summary["confirm"]
@@ -310,7 +310,7 @@ def test_a_trial_that_fails_on_the_data_is_recorded_once_another_has_got_through
     """A setting the data cannot take (a loss that needs every class, say) fails its trial, recorded, and the
     search goes on; while no trial has got through, such an error stops the search in one line (every
     trial would most likely fail the same way)."""
-    from appzoo import runner
+    from appzoo.run import runner
     from appzoo.errors import DataError
 
     real = runner.run
@@ -359,7 +359,7 @@ def test_a_spent_time_budget_starts_no_trial_and_says_so(tmp_path, capsys):
 def test_a_stopped_search_or_sweep_says_its_own_command_continues_it(argv, advice, tmp_path, capsys, monkeypatch):
     """SIGTERM mid-trial: the trainer's checkpoint line, with the advice to run the same command again
     (not --set trainer.resume=true, which would train that one run outside the search or sweep)."""
-    from appzoo import runner
+    from appzoo.run import runner
     from appzoo.errors import Interrupted
 
     def stopped(plan, callbacks=()):
@@ -505,7 +505,7 @@ def test_a_search_whose_every_trial_diverged_exits_3_as_a_diverged_run(second, m
                                                                       monkeypatch):
     """No setting trained: exit 3 and one line, with the trials recorded (a real divergence is recorded in
     the pruning test above; here runner.run diverges at once, for no training)."""
-    from appzoo import runner
+    from appzoo.run import runner
     from appzoo.errors import DivergedError
 
     def run(plan, callbacks=()):
@@ -532,7 +532,7 @@ def test_a_search_whose_every_trial_diverged_exits_3_as_a_diverged_run(second, m
 def test_a_search_whose_every_trial_failed_exits_2(tmp_path, capsys, monkeypatch):
     """No trial trained and none diverged (each ran without a dev evaluation here): exit 2, not 0 with an empty
     result."""
-    from appzoo import runner
+    from appzoo.run import runner
 
     def run(plan, callbacks=()):
         os.makedirs(plan.trainer.output_dir)

@@ -6,8 +6,8 @@ import os
 import pytest
 
 import run_trainer
-from appzoo.param_file import apply_overrides, load_param_file
-from appzoo.plan import validate
+from appzoo.params.param_file import apply_overrides, load_param_file
+from appzoo.run.plan import validate
 from conftest import read_json, read_jsonl
 
 FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -86,8 +86,8 @@ def test_crf_example_decodes_only_sequences_the_scheme_allows(tmp_path, monkeypa
 @pytest.mark.parametrize("name", ["ner_ernie_fc_ch", "ner_ernie_fc_with_dice", "ner_ernie_fc_with_focal",
                                   "ner_ernie_crf_ch"])
 def test_examples_validate(name):
-    from appzoo.param_file import load_param_file
-    from appzoo.plan import validate
+    from appzoo.params.param_file import load_param_file
+    from appzoo.run.plan import validate
 
     plan = validate(load_param_file(f"examples/{name}.json"), name)
     assert plan.reader_class.__name__ == "SequenceLabelingReader"

@@ -120,7 +120,7 @@ def test_readiness_is_false_until_every_model_is_loaded(served_runs):
     from fastapi.testclient import TestClient
 
     from appzoo.serve.app import create_app
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.serve import ServeConfig
 
     app = create_app({"cls": os.path.join(served_runs["cls"], "best")}, ServeConfig(engine="dygraph"), 1,
                      load=False)
@@ -289,7 +289,7 @@ def test_a_second_ctrl_c_stops_at_once_with_130(served_runs, monkeypatch, capsys
     """In this process (serve() runs on the main thread, which signals need): the second SIGINT ends the
     drain without waiting for the request that waits 30 s for its batch."""
     from appzoo.serve import server as server_module
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.serve import ServeConfig
 
     sockets, answers = [], []
     listen = server_module.listen

@@ -223,7 +223,7 @@ def test_no_answer_tells_where_the_models_are_on_disk(server, served_runs, tmp_p
     from fastapi.testclient import TestClient
 
     from appzoo.serve.app import create_app
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.serve import ServeConfig
 
     answers = [request(server, "GET", path)[2] for path in ("/models", "/v2/models/cls", "/v2", "/v2/health/ready")]
     assert [m["name"] for m in answers[0]["models"]] == ["cls", "ner", "pointwise"]

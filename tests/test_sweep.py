@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import run_trainer
-from appzoo import runner, sweep
+from appzoo import sweep
+from appzoo.run import runner
 from appzoo.errors import Interrupted
 
 sys.path.insert(0, "benchmarks")
@@ -198,7 +199,7 @@ def test_a_run_another_live_process_holds_is_left_to_it(tmp_path, monkeypatch, c
     held = str(out / "sweep" / "loss.name=ce" / "seed-43")
     holder = subprocess.Popen(
         [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); "
-                               f"from appzoo.archive import RunFolder; RunFolder({held!r}).lock(); "
+                               f"from appzoo.store.archive import RunFolder; RunFolder({held!r}).lock(); "
                                f"print('locked', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
     real_run = runner.run
     calls = []

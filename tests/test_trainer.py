@@ -1,19 +1,19 @@
 """The trainer on its own: a toy paddle model and a toy reader, no ERNIE, no CLI, no files.
 
 Batches, best-model selection, early stopping and an exact resume, through
-appzoo.trainer.Trainer directly; what it emits is recorded by a callback
+appzoo.run.trainer.Trainer directly; what it emits is recorded by a callback
 (writing best/ and checkpoints is the run folder's job: test_reliability.py).
 """
 import numpy as np
 import paddle
 import pytest
 
-from appzoo.bundle import Bundle
-from appzoo.callbacks import Callback
-from appzoo.data.reader import DatasetReader
-from appzoo.models import TaskModel
-from appzoo.trainer import Trainer
-from appzoo.trainer_config import TrainerConfig
+from appzoo.store.bundle import Bundle
+from appzoo.run.callbacks import Callback
+from appzoo.task.reader import DatasetReader
+from appzoo.task.model import TaskModel
+from appzoo.run.trainer import Trainer
+from appzoo.params.trainer import TrainerConfig
 from conftest import crash_after_step
 
 
@@ -256,9 +256,9 @@ def test_amp_keys_validate():
 
 
 def test_amp_on_cpu_is_refused_at_plan_time():
-    from appzoo.param_file import load_param_file
+    from appzoo.params.param_file import load_param_file
     from appzoo.errors import ConfigError
-    from appzoo.plan import validate
+    from appzoo.run.plan import validate
 
     config = load_param_file("examples/cls_ernie_fc_ch.json")
     config["trainer"].update({"amp": "bf16", "device": "cpu"})

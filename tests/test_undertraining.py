@@ -2,9 +2,9 @@
 import json
 import os
 
-from appzoo import report
-from appzoo.runner import _best_is_last
-from appzoo.trainer import TrainerState
+from appzoo.reports import report
+from appzoo.run.runner import _best_is_last
+from appzoo.run.trainer import TrainerState
 from conftest import cli, read_jsonl
 
 NOTE = ("the best checkpoint is the last evaluated step ({step}): dev macro_f1 was still improving, so the model "

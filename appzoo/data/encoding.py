@@ -3,7 +3,7 @@ import numpy as np
 
 from appzoo.data import fast_tokenizer
 from appzoo.data.unigram import UnigramTokenizer
-from appzoo.progress import note, progress
+from appzoo.utils.progress import note, progress
 
 #: what a padded label position holds: the ``ignore_index`` every loss skips
 IGNORE_INDEX = -100

@@ -24,7 +24,7 @@ import warnings
 import weakref
 
 from appzoo.errors import UserError
-from appzoo.progress import note
+from appzoo.utils.progress import note
 
 ENV = "APPZOO_TOKENIZER"
 CHOICES = ("rust", "python")  # rust: the twin where it exists and passes its check (the default)

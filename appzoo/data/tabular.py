@@ -147,7 +147,7 @@ class TextFile:
                         f'or set on_bad_line: "skip")')
 
 
-# Help texts of the file keys every tabular reader takes (see appzoo.config.Key).
+# Help texts of the file keys every tabular reader takes (see appzoo.params.keys.Key).
 FORMAT_HELP = "file format: tab-separated, comma-separated (quoted fields), or one JSON object per line"
 DELIMITER_HELP = "field separator (null: tab for tsv, comma for csv)"
 HEADER_HELP = "lines to skip at the top of each file (a header row names the columns)"

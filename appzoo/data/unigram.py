@@ -268,7 +268,7 @@ class UnigramTokenizer:
         tokenizer = cls(text, path)
         pruned = os.path.join(folder, PRUNED_FILE)
         if os.path.exists(pruned):
-            from appzoo.files import read_json
+            from appzoo.utils.files import read_json
 
             saved = read_json(pruned, "pruned vocabulary")
             kept = saved.get("kept_ids") if isinstance(saved, dict) else None
@@ -281,7 +281,7 @@ class UnigramTokenizer:
         return tokenizer
 
     def save_pretrained(self, folder):
-        from appzoo.files import write_json, write_text
+        from appzoo.utils.files import write_json, write_text
 
         os.makedirs(folder, exist_ok=True)
         write_text(os.path.join(folder, TOKENIZER_FILE), self._text)

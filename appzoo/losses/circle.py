@@ -4,7 +4,7 @@ from typing import Annotated
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     PairLoss, Reduction, check_range, check_reduction, pair_inputs, reduce_loss, zero_loss,
 )

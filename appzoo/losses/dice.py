@@ -3,7 +3,7 @@ from typing import Annotated
 
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, Mode, Reduction, check_choice, check_range, check_reduction, classification_targets,
     gather_last, reduce_loss, safe_pow,

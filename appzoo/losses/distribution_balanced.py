@@ -6,7 +6,7 @@ from typing import Annotated, Optional, Sequence
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, LossParamError, Reduction, as_class_tensor, check_range, check_reduction,
     reduce_loss, safe_pow,

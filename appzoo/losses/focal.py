@@ -4,7 +4,7 @@ from typing import Annotated, List, Literal, Optional, Sequence, Union
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, LossParamError, Mode, Reduction, as_class_tensor, check_choice, check_range,
     check_reduction, classification_targets, from_training_labels, gold_log_prob, per_class_weights, reduce_loss,

@@ -4,7 +4,7 @@ from typing import Annotated, Literal
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, LossParamError, Reduction, check_choice, check_range, check_reduction, classification_targets,
     gold_log_prob, reduce_loss,

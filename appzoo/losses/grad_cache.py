@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 
 import paddle
 
-from appzoo.config import Key
+from appzoo.params.keys import Key
 from appzoo.losses.base import LossParamError
 
 CacheMiniBatchSize = Annotated[Optional[int], Key("GradCache: embed the batch in mini-batches of this many rows and back-propagate the loss of the "

@@ -3,7 +3,7 @@ from typing import Annotated
 
 import paddle
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     EmbeddingLoss, Normalize, Reduction, check_range, check_reduction, embedding_inputs, gold_log_prob, reduce_loss,
     similarity, zero_loss,

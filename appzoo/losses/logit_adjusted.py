@@ -3,7 +3,7 @@
 import math
 from typing import Annotated, Optional, Sequence
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, LossParamError, Reduction, as_class_tensor, check_range, check_reduction,
     reduce_loss,

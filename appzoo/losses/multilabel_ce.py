@@ -2,7 +2,7 @@
 
 import paddle
 
-from appzoo.config import check_args
+from appzoo.params.keys import check_args
 from appzoo.losses.base import (
     ClassificationLoss, IgnoreIndex, Reduction, check_reduction, classification_targets, reduce_loss,
 )

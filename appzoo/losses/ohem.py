@@ -4,7 +4,7 @@ from typing import Annotated, Optional, Sequence
 
 import paddle
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.losses.base import ClassificationLoss, LossParamError, Reduction, check_range, reduce_loss
 from appzoo.registry import LOSSES
 

@@ -3,7 +3,7 @@
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import check_args
+from appzoo.params.keys import check_args
 from appzoo.losses.base import (
     Margin, PairLoss, Reduction, check_range, check_reduction, pair_inputs, reduce_loss, zero_loss,
 )

@@ -3,7 +3,7 @@
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import check_args
+from appzoo.params.keys import check_args
 from appzoo.losses.base import (
     EmbeddingLoss, Margin, Normalize, Reduction, check_range, check_reduction, embedding_inputs, max_last, reduce_loss, similarity, zero_loss,
 )

@@ -5,8 +5,8 @@
 
 The ranges come from ``--search KEY=RANGE`` and the param file's ``search.space``
 (:mod:`~appzoo.search.space`); the other keys of the ``search`` section (trials, time budget, sampler,
-pruner: :mod:`~appzoo.search.config`) are overridden by ``--trials`` and ``--timeout``. Every range's
-ends and every choice are planned (:func:`appzoo.plan.validate`) before the first trial, so a bad key or
+pruner: :mod:`~appzoo.params.search`) are overridden by ``--trials`` and ``--timeout``. Every range's
+ends and every choice are planned (:func:`appzoo.run.plan.validate`) before the first trial, so a bad key or
 value stops the search with one line and nothing written.
 
 Trial ``N`` trains in ``<output_dir>/search/trial-000N/`` on the param file with the trial's settings,
@@ -18,9 +18,9 @@ kill continues from its last checkpoint), and the same command started in a seco
 second machine sharing the folder, works on the same study (:mod:`~appzoo.search.study`). When the study
 has all its trials, the best one is evaluated on dev and test; ``search.md``, ``search.json``,
 ``search.png`` and ``best-params.json`` (:mod:`~appzoo.search.results`) are rewritten after every trial.
-``--backend ray`` runs the trials as Ray tasks (:mod:`appzoo.ray_backend`).
+``--backend ray`` runs the trials as Ray tasks (:mod:`appzoo.experiments.ray`).
 """
-from appzoo.search.config import PRUNERS, SAMPLERS, SearchConfig
+from appzoo.params.search import PRUNERS, SAMPLERS, SearchConfig
 from appzoo.search.space import KINDS, Dimension, parse_dimension, parse_specs
 from appzoo.search.study import Search, plan_search, run_search
 

@@ -6,9 +6,9 @@ import json
 import os
 import shlex
 
-from appzoo import files
-from appzoo.markdown import cell, literal
-from appzoo.progress import note
+from appzoo.utils import files
+from appzoo.utils.markdown import cell, literal
+from appzoo.utils.progress import note
 from appzoo.sweep.settings import set_key
 
 STATES = {"COMPLETE": "finished", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
@@ -165,7 +165,7 @@ _HEADLINE = ("accuracy", "macro_f1", "micro_f1", "f1", "auc", "precision", "reca
 
 def plot(summary, study, path):
     """Left: each trial's dev value and the best so far; right: the searched keys' importances."""
-    from appzoo.fonts import pyplot
+    from appzoo.utils.fonts import pyplot
 
     plt = pyplot()
     fig, (history, importance) = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -260,9 +260,9 @@ def finish(search, study):
 def _evaluate(search, best):
     """Evaluate the best trial's model on dev and test (its metrics.json gets both); False when the
     param file has no test split or another worker is at it."""
-    from appzoo import runner
-    from appzoo.archive import FolderInUse
-    from appzoo.plan import validate
+    from appzoo.run import runner
+    from appzoo.store.archive import FolderInUse
+    from appzoo.run.plan import validate
 
     folder = best["folder"]
     config = search.trial_config(best["params"], folder)

@@ -17,7 +17,7 @@ import re
 from typing import Optional
 
 from appzoo.errors import ConfigError
-from appzoo.param_file import overlapping, parse_value
+from appzoo.params.param_file import overlapping, parse_value
 from appzoo.registry import did_you_mean
 
 KINDS = ("log_uniform", "uniform", "int", "choice")

@@ -22,12 +22,12 @@ import time
 import urllib.parse
 from typing import List, Optional
 
-from appzoo import callbacks as cb
-from appzoo import files
+from appzoo.run import callbacks as cb
+from appzoo.utils import files
 from appzoo.errors import ConfigError, DivergedError, Interrupted, RunError, UserError, first_line
-from appzoo.progress import note
+from appzoo.utils.progress import note
 from appzoo.search import results
-from appzoo.search.config import SearchConfig
+from appzoo.params.search import SearchConfig
 from appzoo.search.space import Dimension, parse_specs
 from appzoo.sweep.settings import set_key
 from appzoo.sweep.summary import DIVERGED_FILE
@@ -77,8 +77,8 @@ def check_installed():
 # ------------------------------------------------------------------ planning
 def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, command=None):
     """Check the search section, the space and every range's ends against the param file; writes nothing."""
-    from appzoo.plan import validate
-    from appzoo.resolve import _MISSING
+    from appzoo.run.plan import validate
+    from appzoo.store.resolve import _MISSING
 
     check_installed()
     if int(os.environ.get("PADDLE_TRAINERS_NUM", "1")) > 1:
@@ -401,8 +401,8 @@ def run_trial(search, study, trial, overrides, threads=None):
     """Train one trial in its folder and tell the study how it ended; returns that state's name."""
     from optuna.trial import TrialState
 
-    from appzoo import runner
-    from appzoo.plan import validate
+    from appzoo.run import runner
+    from appzoo.run.plan import validate
 
     folder = trial.user_attrs.get("folder") or search.trial_folder(trial.number)
     shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in overrides.items())
@@ -455,7 +455,7 @@ def run_trial(search, study, trial, overrides, threads=None):
 def run_search(search, backend=None):
     """Run trials until the study has its trials (or this worker's time is spent); then evaluate the
     best trial on dev and test and write the results. ``backend``: None (trials in this process) or a
-    :class:`appzoo.ray_backend.Backend`."""
+    :class:`appzoo.experiments.ray.Backend`."""
     os.makedirs(search.root, exist_ok=True)
     worker = Worker(search.root)
     try:

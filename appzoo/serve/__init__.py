@@ -1,6 +1,6 @@
 """Serving trained models over HTTP: ``python -m appzoo.serve PATH/best`` (docs/serving.md).
 
-:mod:`~appzoo.serve.config` the ``serve`` keys; :mod:`~appzoo.serve.batcher`
+:mod:`~appzoo.params.serve` the ``serve`` keys; :mod:`~appzoo.serve.batcher`
 batching across requests; :mod:`~appzoo.serve.models` the models held;
 :mod:`~appzoo.serve.app` the routes; :mod:`~appzoo.serve.metrics` what
 ``/metrics`` reports; :mod:`~appzoo.serve.protocol` the HTTP layer's limits and

@@ -20,8 +20,8 @@ from appzoo.errors import UserError
 
 
 def parse_args(argv):
-    from appzoo.config import key_of
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.keys import key_of
+    from appzoo.params.serve import ServeConfig
 
     parser = argparse.ArgumentParser(prog="python -m appzoo.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,7 +64,7 @@ def run(model_specs, settings, key_path="models"):
     """Check everything, set the CPU up, then serve until stopped; the exit code.
     A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served."""
     from appzoo.env import configure_cpu, import_paddle_quietly
-    from appzoo.serve.config import ServeConfig
+    from appzoo.params.serve import ServeConfig
 
     config = ServeConfig.from_section(settings)
     threads = config.engine_threads(len(model_specs))
@@ -88,7 +88,7 @@ def run(model_specs, settings, key_path="models"):
 
 def run_param_file(config):
     """``run_trainer.py --param_path X --do serve``: serve the run's ``best/`` with the file's ``serve`` section."""
-    from appzoo.trainer_config import TrainerConfig
+    from appzoo.params.trainer import TrainerConfig
 
     output_dir = config.get("trainer", {}).get("output_dir", TrainerConfig.output_dir)
     name = os.path.basename(os.path.normpath(output_dir)) or "model"

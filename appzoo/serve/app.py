@@ -263,7 +263,7 @@ async def _predict(model, inputs):
     if len(inputs) > limit:
         raise Failure(422, f"inputs: {len(inputs)} inputs, more than max_request_inputs={limit} in one request; "
                            f"send them in several requests")
-    try:  # model.prepare refuses what no reader should see (appzoo.predictor.check_inputs)
+    try:  # model.prepare refuses what no reader should see (appzoo.inference.predictor.check_inputs)
         prepared, notes = await run_in_threadpool(model.prepare, inputs)
         future = model.batcher.submit(prepared, len(prepared.examples))
         return await asyncio.wrap_future(future), notes

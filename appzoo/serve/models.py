@@ -1,13 +1,13 @@
-"""The models a server holds: each a :class:`~appzoo.predictor.Predictor`
+"""The models a server holds: each a :class:`~appzoo.inference.predictor.Predictor`
 with a micro-batcher, its task's input shape, and what the try-it page and
 the KServe V2 metadata route say about it."""
 import os
 import time
 
-from appzoo import bundle
+from appzoo.store import bundle
 from appzoo.errors import ConfigError
-from appzoo.predictor import Predictor
-from appzoo.progress import quiet
+from appzoo.inference.predictor import Predictor
+from appzoo.utils.progress import quiet
 from appzoo.serve.batcher import MicroBatcher
 
 #: the reader type of a trained model -> the shape of one input

@@ -11,7 +11,7 @@ sets several keys together, for settings that are not a grid (CRF vs softmax
 of the grid is the baseline. ``--seeds N`` runs every setting with
 ``trainer.seed + 0 .. N-1``.
 
-Each run is planned (:func:`appzoo.plan.validate`) before the first one
+Each run is planned (:func:`appzoo.run.plan.validate`) before the first one
 starts, so a bad key or value stops the sweep with one line and nothing
 written. Run ``i`` goes to ``<output_dir>/sweep/<setting>/seed-<seed>/``. The
 sweep manages ``trainer.resume`` and ``trainer.overwrite_output_dir`` of its

@@ -5,7 +5,7 @@ from appzoo.sweep.summary import run_values
 
 
 def plot(summary, path):
-    from appzoo.fonts import pyplot
+    from appzoo.utils.fonts import pyplot
 
     plt = pyplot()
 

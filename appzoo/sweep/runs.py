@@ -6,10 +6,12 @@ import json
 import os
 from typing import List, Optional
 
-from appzoo import files, report_html
-from appzoo.archive import FolderInUse, RunFolder
+from appzoo.utils import files
+
+from appzoo.reports import html as report_html
+from appzoo.store.archive import FolderInUse, RunFolder
 from appzoo.errors import ConfigError, DivergedError, Interrupted, UserError
-from appzoo.progress import note, progress
+from appzoo.utils.progress import note, progress
 from appzoo.sweep.settings import Setting, grid, parse_axes, set_key
 from appzoo.sweep.plots import plot
 from appzoo.sweep.summary import DIVERGED_FILE, complete, markdown, summarise
@@ -40,7 +42,7 @@ class Sweep:
 # ------------------------------------------------------------------ planning
 def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
     """Validate every run of the grid; returns a :class:`Sweep`. Writes nothing."""
-    from appzoo.plan import validate
+    from appzoo.run.plan import validate
 
     if not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
@@ -91,7 +93,7 @@ def _check_extends_results(root, settings, seeds):
 
 
 def _plan_run(run_config, state, param_path, do, name):
-    from appzoo.plan import validate
+    from appzoo.run.plan import validate
 
     run_config = copy.deepcopy(run_config)
     run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in (*ENDED, "redo"))
@@ -129,7 +131,7 @@ def run_state(folder, do):
 
 def _check_same_settings(folder, plan):
     """A run folder left by a sweep with other settings is not reused silently."""
-    from appzoo.resolve import changed_keys
+    from appzoo.store.resolve import changed_keys
 
     path = os.path.join(folder, "config.json")
     if not os.path.exists(path):
@@ -149,7 +151,7 @@ def run_sweep(sweep, backend=None):
     folder another live process holds is left to it, so the same sweep command
     started in two terminals shares the runs (two workers); the last one to
     finish writes the complete results. ``backend``: None (the runs one after
-    another in this process) or a :class:`appzoo.ray_backend.Backend`."""
+    another in this process) or a :class:`appzoo.experiments.ray.Backend`."""
     todo = [r for r in sweep.runs if r.state not in ENDED]
     if len(todo) < len(sweep.runs):
         diverged = sum(r.state == "diverged" for r in sweep.runs)
@@ -184,7 +186,7 @@ def run_sweep(sweep, backend=None):
 
 def run_one(sweep, r):
     """Run ``r`` unless another worker holds or ended it; returns None, or who holds its folder."""
-    from appzoo import runner
+    from appzoo.run import runner
 
     holder = RunFolder(r.folder).in_use()
     if holder is not None:

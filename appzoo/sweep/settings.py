@@ -6,7 +6,7 @@ import itertools
 import json
 import re
 
-from appzoo.param_file import SECTIONS, overlapping, parse_value
+from appzoo.params.param_file import SECTIONS, overlapping, parse_value
 from appzoo.errors import ConfigError
 from appzoo.registry import did_you_mean
 

@@ -5,8 +5,8 @@ import math
 import os
 import statistics
 
-from appzoo import files
-from appzoo.markdown import literal
+from appzoo.utils import files
+from appzoo.utils.markdown import literal
 
 #: Test (or dev) metrics shown next to the metric the best model is chosen on, when a task reports them.
 #: Matching reports accuracy at its tuned threshold and at argmax (the published anchors' accuracy).
@@ -279,7 +279,7 @@ def markdown(summary, heading="#"):
 
 def _per_class_tables(summary):
     """Mean F1 per class (rows) and setting (columns), per split; a class with F1 0 in every run of a setting is
-    flagged and named below its table. Class names come from the data: :func:`~appzoo.markdown.literal`."""
+    flagged and named below its table. Class names come from the data: :func:`~appzoo.utils.markdown.literal`."""
     rows = summary["settings"]
     lines = []
     for split in ("dev", "test"):

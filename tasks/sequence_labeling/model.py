@@ -7,8 +7,8 @@ from typing import Annotated
 
 import paddle
 
-from appzoo.config import Key, check_args
-from appzoo.models import (
+from appzoo.params.keys import Key, check_args
+from appzoo.task.model import (
     Dropout, LossSection, TaskModel, check_classification_loss, classification_loss, encode,
 )
 from appzoo.registry import MODELS

@@ -10,13 +10,13 @@ from typing import Annotated, Literal, Optional
 
 import numpy as np
 
-from appzoo.config import Key, check_args
-from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
+from appzoo.params.keys import Key, check_args
+from appzoo.task.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
 from appzoo.data.tabular import Column
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import SCHEMES, entity_spans
-from appzoo.mistakes import entity_mistakes
-from appzoo.progress import note
+from appzoo.reports.mistakes import entity_mistakes
+from appzoo.utils.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
 from tasks.sequence_labeling.formats import (
     DEFAULT_COLUMNS, FORMATS, examples_from_inputs, join_tokens, read_sentences, token_place,

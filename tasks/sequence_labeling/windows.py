@@ -10,7 +10,7 @@ import numpy as np
 
 from appzoo.data.encoding import encode_texts
 from appzoo.metrics.sequence_labeling import entity_spans
-from appzoo.progress import note, progress
+from appzoo.utils.progress import note, progress
 
 
 def window_features(examples, tokenizer, labels, max_seq_len, overlap, split):

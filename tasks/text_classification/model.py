@@ -1,6 +1,6 @@
 """ERNIE classifiers."""
-from appzoo.config import check_args
-from appzoo.models import Dropout, LossSection, Pooling, PooledClassifier
+from appzoo.params.keys import check_args
+from appzoo.task.model import Dropout, LossSection, Pooling, PooledClassifier
 from appzoo.registry import MODELS
 
 

@@ -4,9 +4,9 @@ from typing import Annotated, Literal, Optional, Union
 
 import numpy as np
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.data.encoding import encode_texts
-from appzoo.data.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
+from appzoo.task.reader import DatasetReader, label_counts, read_label_file, warn_label_variants
 from appzoo.data.tabular import (
     DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, read_rows, table_options,
     wrong_type,
@@ -16,8 +16,8 @@ from appzoo.metrics.calibration import adjust, calibration, fit_temperature, sca
 from appzoo.metrics.classification import decision_score
 from appzoo.metrics.curves import threshold_curves
 from appzoo.metrics.matching import best_f1_threshold
-from appzoo.mistakes import label_mistakes, multilabel_mistakes
-from appzoo.progress import note
+from appzoo.reports.mistakes import label_mistakes, multilabel_mistakes
+from appzoo.utils.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
 
 

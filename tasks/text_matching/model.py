@@ -5,11 +5,11 @@ from typing import Annotated, Literal
 import paddle
 import paddle.nn.functional as F
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
 from appzoo.losses.grad_cache import grad_cache
-from appzoo.models import (
+from appzoo.task.model import (
     Dropout, LossSection, Pooling, PooledClassifier, TaskModel, check_classification_loss, classification_loss,
     encode, pool,
 )

@@ -1,6 +1,6 @@
 """Files of labelled pairs and of training triples read into examples, each
 problem one line naming ``file:line``."""
-from appzoo.data.reader import label_number
+from appzoo.task.reader import label_number
 from appzoo.data.tabular import read_rows, wrong_type
 from appzoo.errors import DataError
 

@@ -21,9 +21,9 @@ from typing import Annotated, Literal, Optional
 
 import numpy as np
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.data.encoding import encode_texts
-from appzoo.data.reader import DatasetReader, label_counts
+from appzoo.task.reader import DatasetReader, label_counts
 from appzoo.data.tabular import (
     DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, table_options,
 )
@@ -31,7 +31,7 @@ from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
 from appzoo.metrics.matching import best_f1_threshold
-from appzoo.mistakes import label_mistakes
+from appzoo.reports.mistakes import label_mistakes
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.pairs import read_pairs
 

@@ -2,11 +2,11 @@
 and pairwise training on triples or on in-batch negatives."""
 from typing import Annotated, Literal
 
-from appzoo.config import Key, check_args
+from appzoo.params.keys import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.data.tabular import Column, columns
 from appzoo.errors import ConfigError, DataError
-from appzoo.progress import note
+from appzoo.utils.progress import note
 from appzoo.registry import READERS
 from tasks.text_matching.pairs import read_triples
 from tasks.text_matching.reader import MatchingReader

@@ -1,0 +1,214 @@
+"""The engines a trained model predicts on: the Paddle model, Paddle Inference, ONNX Runtime.
+
+An engine is called with one collated batch (numpy arrays, and the same as
+paddle tensors) and returns the model's output dict. The graph engines run
+the static graph that :mod:`appzoo.inference.export` wrote; their outputs come back
+under the keys of the model's own output dict, so the model's ``decode``
+(softmax, sigmoid, the CRF's Viterbi) runs the same on every engine.
+
+Precisions (:data:`PRECISIONS`), each where it runs, and refused in one line
+naming why and what to use instead where it does not (never a silent fp32):
+
+* ``fp32``: every engine.
+* ``bf16``: Paddle Inference's oneDNN bf16 kernels, on a CPU that reports
+  ``avx512_bf16`` or ``amx_bf16``.
+* ``int8``: ONNX Runtime, on the graph quantized by
+  ``onnxruntime.quantization``: ``dynamic`` (int8 weights, activations
+  scaled per batch) or ``static`` (activation ranges calibrated on examples),
+  cached next to the export (:func:`appzoo.inference.export.onnx_int8`). Paddle 3.3.1
+  has no int8 path for its PIR exports (docs/deployment.md, "Precision").
+
+An engine may be called from several threads at once, each with its own batch.
+"""
+import importlib.util
+import inspect
+import os
+import threading
+
+import numpy as np
+
+from appzoo.errors import ConfigError, UserError, first_line
+
+ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
+PRECISIONS = ("fp32", "bf16", "int8")
+QUANTIZATIONS = ("dynamic", "static")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
+#: The help of the precision keys, the same in the trainer and serve sections.
+PRECISION_HELP = ("the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or "
+                  "amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")
+QUANTIZATION_HELP = ("how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation "
+                     "ranges calibrated on calibration_examples dev examples; cached next to the export)")
+CALIBRATION_HELP = "dev examples static int8 calibrates on"
+DEFAULT_CALIBRATION = 256
+
+
+def check_engine(engine, key_path="trainer.inference_engine"):
+    """ConfigError for an unknown engine, or for one whose package is not installed."""
+    if engine not in ENGINES:
+        from appzoo.registry import did_you_mean
+
+        raise ConfigError(f"{key_path}: {engine!r} is not an inference engine{did_you_mean(engine, ENGINES)} "
+                          f"(accepted: {', '.join(ENGINES)})")
+    if engine == "onnxruntime":
+        for package in ("onnxruntime", "paddle2onnx"):
+            if importlib.util.find_spec(package) is None:
+                raise ConfigError(f"{key_path}: 'onnxruntime' needs the {package} package, which is not "
+                                  f"installed (pip install {package})")
+
+
+def check_precision(engine, precision, key_path="trainer.inference_precision", flags=None):
+    """ConfigError, in one line naming why and what to use instead, for a precision
+    the engine does not run here (see the module docstring); ``flags``: the CPU's
+    (:func:`appzoo.env.cpu_flags` when None)."""
+    if precision not in PRECISIONS:
+        from appzoo.registry import did_you_mean
+
+        raise ConfigError(f"{key_path}: {precision!r} is not a precision{did_you_mean(precision, PRECISIONS)} "
+                          f"(accepted: {', '.join(PRECISIONS)})")
+    if precision == "fp32":
+        return
+    instead = "or engine 'onnxruntime' with precision 'int8'"
+    if engine == "dygraph":
+        raise ConfigError(f"{key_path}: {precision!r} needs a graph engine (the Paddle model runs in fp32); use "
+                          f"engine 'onnxruntime' with precision 'int8', or 'paddle_inference' with 'bf16'")
+    if engine == "onnxruntime" and precision == "bf16":
+        raise ConfigError(f"{key_path}: 'bf16' is not available on onnxruntime (its CPU provider has no bf16 "
+                          f"kernels for these graphs); use precision 'int8', or engine 'paddle_inference' with 'bf16'")
+    if engine == "paddle_inference" and precision == "int8":
+        raise ConfigError(f"{key_path}: 'int8' is not available on paddle_inference (Paddle 3.3.1 quantizes only "
+                          f"old-IR programs, and its exports are PIR graphs); use engine 'onnxruntime' with "
+                          f"precision 'int8'")
+    if precision == "bf16":
+        from appzoo.env import cpu_flags
+
+        if not set(BF16_FLAGS) & (cpu_flags() if flags is None else flags):
+            raise ConfigError(f"{key_path}: 'bf16' needs a CPU with {' or '.join(BF16_FLAGS)}, and this one "
+                              f"reports neither; use precision 'fp32', {instead}")
+
+
+def create(engine, model, inference_dir=None, num_threads=None, mkldnn=True, precision="fp32", calibration=None):
+    """The engine named ``engine`` (one of :data:`ENGINES`) over ``model`` and, for a
+    graph engine, the graph exported into ``inference_dir``, in ``precision``
+    (checked by :func:`check_precision`). ``calibration``: for int8, None for
+    dynamic quantization, or ``(name, batches)`` for static: a name for its
+    cache and a function returning collated batches to calibrate on."""
+    check_precision(engine, precision, "precision")
+    model.eval()
+    if engine == "dygraph":
+        return _Dygraph(model)
+    if engine == "paddle_inference":
+        return _PaddleInference(model, inference_dir, _threads(num_threads), mkldnn, precision)
+    return _OnnxRuntime(model, inference_dir, _threads(num_threads), precision, calibration)
+
+
+def _threads(num_threads):
+    from appzoo.env import available_cores
+
+    if num_threads:
+        return num_threads
+    return int(os.environ.get("OMP_NUM_THREADS") or available_cores())
+
+
+class _Dygraph:
+    """The Paddle model; gets only the batch keys its ``forward`` takes (no labels)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.names = [n for n in inspect.signature(model.forward).parameters if n != "labels"]
+
+    def __call__(self, batch, tensors):
+        return self.model(**{k: tensors[k] for k in self.names if k in tensors})
+
+
+class _Static:
+    """A graph engine: feeds the batch keys named like the graph's inputs and
+    returns its outputs under the keys of the model's output dict."""
+
+    def __init__(self, model, input_names):
+        import paddle
+        from paddle.utils import flatten
+
+        self.input_names = input_names
+        dummy = {name: paddle.ones([1, 2], "int64") for name in input_names}
+        with paddle.no_grad():
+            out = model(**dummy)
+        self.output_keys = flatten({key: key for key in out})  # jit.save flattens a dict in this order
+
+    def __call__(self, batch, tensors):
+        import paddle
+
+        outputs = self.run([np.ascontiguousarray(batch[name]) for name in self.input_names])
+        return {key: paddle.to_tensor(value) for key, value in zip(self.output_keys, outputs)}
+
+
+class _PaddleInference(_Static):
+    """A Paddle Inference predictor. Its input and output handles are its own and it runs one batch at a
+    time, so each thread that calls gets a clone (sharing the weights, not the buffers) rather than all
+    waiting on one lock: threads of a server or of a user's pool predict at once, each its own inputs."""
+
+    def __init__(self, model, folder, num_threads, mkldnn=True, precision="fp32"):
+        import paddle.inference as pi
+
+        from appzoo.inference.export import graph_files, unreadable
+
+        graph, params = graph_files(folder)
+        config = pi.Config(graph, params)
+        config.disable_glog_info()
+        config.disable_gpu()
+        config.set_cpu_math_library_num_threads(num_threads)
+        if mkldnn or precision == "bf16":  # oneDNN kernels on CPU: measured in docs/deployment.md
+            config.enable_mkldnn()
+        if precision == "bf16":
+            config.enable_mkldnn_bfloat16()
+        self.local, self.cloning = threading.local(), threading.Lock()
+        try:
+            self.predictor = self.local.predictor = pi.create_predictor(config)
+            if precision == "bf16":  # its passes run, and may fail, on the first batch: fail here, at load
+                names = self.predictor.get_input_names()
+                self.input_names = names
+                self.run([np.ones((1, 2), "int64") for _ in names])
+        except Exception as e:  # paddle raises ValueError, RuntimeError, ... for an unreadable graph
+            if precision == "bf16":  # the same graph loads in fp32: it is the bf16 passes that refuse it
+                raise UserError(f"{graph}: Paddle Inference 3.3.1 cannot run this graph in bf16 ({type(e).__name__}: "
+                                f"{first_line(e)}); use precision 'fp32', or engine 'onnxruntime' with precision "
+                                f"'int8'") from None
+            raise unreadable(params, "Paddle Inference", e) from None
+        super().__init__(model, self.predictor.get_input_names())
+
+    def _own(self):
+        """The calling thread's predictor: the one made at load for the thread that made it, a clone for another."""
+        predictor = getattr(self.local, "predictor", None)
+        if predictor is None:
+            with self.cloning:
+                predictor = self.local.predictor = self.predictor.clone()
+        return predictor
+
+    def run(self, arrays):
+        predictor = self._own()
+        for name, array in zip(self.input_names, arrays):
+            predictor.get_input_handle(name).copy_from_cpu(array)
+        predictor.run()
+        return [predictor.get_output_handle(name).copy_to_cpu() for name in predictor.get_output_names()]
+
+
+class _OnnxRuntime(_Static):
+    """An ONNX Runtime session (its ``run`` is safe to call from several threads at once)."""
+
+    def __init__(self, model, folder, num_threads, precision="fp32", calibration=None):
+        import onnxruntime as ort
+
+        from appzoo.inference.export import onnx_int8, onnx_model, unreadable
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = num_threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # paddle2onnx leaves unused initializers that ORT warns about
+        path = onnx_int8(folder, calibration) if precision == "int8" else onnx_model(folder)
+        try:
+            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # ORT raises InvalidProtobuf, Fail, ... for a damaged file
+            raise unreadable(path, "ONNX Runtime", e) from None
+        super().__init__(model, [i.name for i in self.session.get_inputs()])
+
+    def run(self, arrays):
+        return self.session.run(None, dict(zip(self.input_names, arrays)))

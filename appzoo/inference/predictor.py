@@ -1,0 +1,202 @@
+"""Predict from Python with a trained model, on one of three engines.
+
+    from appzoo import Predictor
+
+    p = Predictor("output/cls/best", engine="paddle_inference")
+    p.predict(["a text", "another"])  # the rows predictions.jsonl would hold
+
+The model is loaded from ``best/`` through :func:`appzoo.store.bundle.load` (its
+reader, tokenizer, labels and tuned state with it), so inputs go through the
+same tokenisation, collation, prediction loop (:mod:`appzoo.inference.prediction`) and
+decoding as ``--do predict``. Engines (:mod:`appzoo.inference.engines`):
+
+* ``dygraph``: the Paddle model itself.
+* ``paddle_inference``: the static graph of ``<run>/inference/`` (exported
+  first when missing or of another model than ``best/`` holds:
+  :func:`appzoo.inference.export.current`), on Paddle Inference with oneDNN on CPU.
+* ``onnxruntime``: that graph converted by paddle2onnx to
+  ``inference/model.onnx``, on ONNX Runtime.
+
+``precision`` (:data:`appzoo.inference.engines.PRECISIONS`): ``fp32``; ``bf16`` on
+Paddle Inference where the CPU has bf16 instructions; ``int8`` on ONNX
+Runtime, ``quantization`` ``dynamic`` or ``static`` (calibrated on
+``calibration_examples`` examples of the model's dev set). Measured speed and
+agreement with fp32: docs/deployment.md.
+
+One Predictor may be shared by threads: each call predicts its own inputs
+(:mod:`appzoo.inference.engines`).
+"""
+import dataclasses
+import os
+import unicodedata
+
+from appzoo.store import bundle
+
+from appzoo.inference import engines, export, prediction
+from appzoo.errors import ConfigError, DataError
+from appzoo.utils.files import file_sha256
+from appzoo.utils.progress import bars
+
+
+@dataclasses.dataclass
+class Prepared:
+    """Inputs read and tokenised: their examples and features, and the
+    indices of those cut at ``max_seq_len``."""
+
+    examples: list
+    features: list
+    cut: list
+
+
+class Predictor:
+    """A trained model that takes raw inputs: texts (classification), token
+    lists or texts (sequence labeling: a text with spaces is split on them,
+    one without into characters), or ``(text_a, text_b)`` pairs (matching).
+
+    ``predict`` returns one dict per input, as in ``predictions.jsonl``: the
+    label and the probability of each label (multi-label: the labels above
+    ``dataset_reader.threshold``), the tokens, tags and entity spans, or the
+    match score, the label it gives at the saved threshold
+    (:attr:`reader_state`) and, for pointwise models, the probabilities.
+    ``progress_bar``: show the tokenising bars of ``predict`` (off: a call
+    from a service prints nothing). ``precision``, ``quantization``,
+    ``calibration_examples``: see the module docstring.
+    """
+
+    def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
+                 mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
+                 calibration_examples=engines.DEFAULT_CALIBRATION):
+        engines.check_engine(engine, "engine")
+        engines.check_precision(engine, precision, "precision")
+        trained = bundle.load(best, "Predictor")
+        if engine != "dygraph":
+            inference_dir = export.current(trained, best, inference_dir)
+        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
+                     precision, quantization, calibration_examples)
+
+    @classmethod
+    def from_bundle(cls, trained, *, engine, inference_dir, batch_size=64, num_threads=None, mkldnn=True,
+                    precision="fp32", quantization="dynamic", calibration_examples=engines.DEFAULT_CALIBRATION):
+        """A Predictor over the :class:`~appzoo.store.bundle.Bundle` a run already holds (the runner's eval and predict)."""
+        self = cls.__new__(cls)
+        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, True,
+                     precision, quantization, calibration_examples)
+        return self  # progress bars as the run says (trainer.progress_bar)
+
+    def _set_up(self, trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
+                precision, quantization, calibration_examples):
+        self.bundle, self.engine_name, self.batch_size, self.progress_bar = trained, engine, batch_size, progress_bar
+        if quantization not in engines.QUANTIZATIONS:
+            raise ConfigError(f"quantization: {quantization!r} is not a quantization (accepted: "
+                              f"{', '.join(engines.QUANTIZATIONS)})")
+        calibration = None
+        if precision == "int8" and quantization == "static":  # the cache's name says which dev set calibrated it
+            name = f"dev{calibration_examples}-{file_sha256(self._dev_file())[:8]}"
+            calibration = (name, lambda: self._calibration_batches(calibration_examples))
+        self.engine = engines.create(engine, trained.model, inference_dir, num_threads, mkldnn, precision,
+                                     calibration)
+        self.reader_state = trained.reader.state()
+
+    model = property(lambda self: self.bundle.model)
+    reader = property(lambda self: self.bundle.reader)
+    tokenizer = property(lambda self: self.bundle.tokenizer)
+    labels = property(lambda self: self.bundle.labels)
+    max_seq_len = property(lambda self: self.bundle.max_seq_len)
+
+    # ---- raw inputs ------------------------------------------------------
+    def predict(self, inputs):
+        """One dict per input (see the class docstring)."""
+        with bars(self.progress_bar):
+            prepared = self.prepare(inputs)
+            return self.predict_prepared([prepared])[0] if prepared.examples else []
+
+    def prepare(self, inputs):
+        """The inputs read and tokenised (:class:`Prepared`), ready for
+        :meth:`predict_prepared`; DataError naming the input that does not fit."""
+        if isinstance(inputs, (str, bytes)):
+            raise DataError(f"inputs: expected a list of inputs, got one {type(inputs).__name__}; for one input, "
+                            f"pass [input]")
+        inputs = list(inputs)
+        if not inputs:
+            return Prepared([], [], [])
+        check_inputs(inputs)
+        examples = self.reader.read_inputs(inputs)
+        features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "predict")
+        return Prepared(examples, features, self._cut(examples, features))
+
+    def predict_prepared(self, groups):
+        """The rows of each :class:`Prepared` group, the groups run through the
+        engine together (a server's batch of requests) and decoded each on its own."""
+        predictions = prediction.predict_groups(self.engine, self.bundle, [(g.examples, g.features) for g in groups],
+                                                batch_size=self.batch_size)
+        return [self.reader.prediction_rows(g.examples, p, self.labels) for g, p in zip(groups, predictions)]
+
+    def _cut(self, examples, features):
+        """The inputs whose end was not read: a feature of a reader that cuts
+        (not one that splits into windows) that reached ``max_seq_len``."""
+        if self.reader.long_inputs != "cut":
+            return []
+        return [i for i, f in enumerate(features)
+                if any(k.endswith("input_ids") and len(v) >= self.max_seq_len for k, v in f.items())]
+
+    def _dev_file(self):
+        """The model's dev set (the file its ``dataset_reader.dev`` names), which static int8 calibrates on."""
+        path = self.bundle.config.get("dataset_reader", {}).get("dev")
+        if not path or not os.path.isfile(path):
+            raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its dataset_reader.dev "
+                            f"({path!r}) is not a file here; run from the folder the model was trained in, or use "
+                            f"quantization 'dynamic'")
+        return path
+
+    def _calibration_batches(self, n):
+        """Collated batches of ``n`` examples spread evenly over the model's dev set (:meth:`_dev_file`), for
+        static int8 calibration."""
+        examples = self.reader.read(self._dev_file(), "calibration")
+        examples = examples[::max(1, len(examples) // n)][:n]
+        with bars(False):
+            features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "calibration")
+        pad_id = self.tokenizer.pad_token_id
+        for start in range(0, len(features), self.batch_size):
+            yield self.reader.collate(features[start:start + self.batch_size], pad_id)
+
+    # ---- examples and features (the runner's eval and predict) -----------
+    def predict_features(self, examples, features):
+        """``(predictions, None)`` as the trainer gives them (no loss: the graphs take no labels)."""
+        return prediction.predict(self.engine, self.bundle, examples, features, batch_size=self.batch_size)
+
+    def evaluate(self, examples, features, split=None, with_predictions=False):
+        """The reader's metrics of one labelled split; ``with_predictions``:
+        ``(metrics, predictions)`` (:func:`appzoo.inference.prediction.evaluate`)."""
+        return prediction.evaluate(self.engine, self.bundle, examples, features, batch_size=self.batch_size,
+                                   with_predictions=with_predictions)
+
+
+# ---- raw inputs: what no reader should see (the Predictor's and the server's)
+def check_inputs(inputs):
+    """DataError for what no reader should see: a value that is not text (a lone surrogate from a JSON
+    ``\\ud800`` escape), or a text or token that is blank: only whitespace and invisible format characters
+    (Unicode category Cf: U+200B zero-width space, U+200C/U+200D joiners, U+2060 word joiner, U+FEFF, the
+    bidirectional marks), which the tokenizer drops, leaving nothing to predict from."""
+    for i, value in enumerate(inputs):
+        for text in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise DataError(f"input {i}: not valid Unicode text ({e.reason} at character {e.start})") \
+                        from None
+                if text and is_blank(text):
+                    raise DataError(f"input {i}: {_escaped(text)} is blank (only whitespace and invisible "
+                                    f"format characters such as U+200B); expected a non-empty text")
+
+
+def is_blank(text):
+    """Whether ``text`` holds nothing visible: each character whitespace or a format character (Cf)."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
+def _escaped(text, width=40):
+    """``text`` in double quotes with every invisible character as an escape (``"\\u200b"``)."""
+    shown = "".join(c if c.isprintable() and not c.isspace() or c == " " else
+                    {"\n": "\\n", "\t": "\\t"}.get(c, f"\\u{ord(c):04x}") for c in text[:width])
+    return f'"{shown}{"..." if len(text) > width else ""}"'

@@ -1,0 +1,86 @@
+"""The ``serve`` section of a param file (and the options of ``python -m appzoo.serve``)."""
+import dataclasses
+from typing import Annotated, Literal, Optional
+
+from appzoo.params.keys import Key, check_fields, check_kwargs
+from appzoo.inference.engines import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
+                            QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
+from appzoo.env import available_cores
+from appzoo.errors import ConfigError
+
+
+def _engine_installed(value, key_path):
+    check_engine(value, key_path)
+
+
+@dataclasses.dataclass
+class ServeConfig:
+    """Every key of the ``serve`` section: its type, limits, default and help."""
+
+    host: Annotated[str, Key("address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface, "
+                             "for a container)", nonempty=True)] = "127.0.0.1"
+    port: Annotated[int, Key("TCP port to listen on (0: any free port, printed at start)", ge=0, le=65535)] = 8000
+    engine: Annotated[Literal[ENGINES], Key(
+        "what the models run on: the Paddle model, or the graph exported into <run>/inference/ on Paddle "
+        "Inference (oneDNN on CPU) or ONNX Runtime (the default: the fastest at batch 1, and within 25% of "
+        "Paddle Inference at batch 32; docs/deployment.md)", check=_engine_installed)] = "onnxruntime"
+    precision: Annotated[Literal[PRECISIONS], Key(PRECISION_HELP)] = "fp32"
+    quantization: Annotated[Literal[QUANTIZATIONS], Key(QUANTIZATION_HELP)] = "dynamic"
+    calibration_examples: Annotated[int, Key(CALIBRATION_HELP, ge=1)] = DEFAULT_CALIBRATION
+    max_batch_size: Annotated[int, Key(
+        "inputs a model runs together at most: a batch runs when this many wait, or when the oldest request "
+        "has waited max_wait_ms (1: no batching across requests)", ge=1)] = 32
+    max_wait_ms: Annotated[float, Key("how long the oldest waiting request waits for others to fill a batch",
+                                      ge=0)] = 5.0
+    max_queue: Annotated[int, Key("requests waiting per model at most; one more is answered 503 with "
+                                  "Retry-After", ge=1)] = 256
+    max_body_bytes: Annotated[int, Key("largest request body accepted (larger: 413)", ge=1)] = 1_048_576
+    max_request_inputs: Annotated[int, Key(
+        "inputs one request may hold (more: 422); bounds how long one request can hold a model's batches",
+        ge=1)] = 1024
+    max_input_chars: Annotated[int, Key(
+        "characters of one text (tokens of one token list) read at most: a longer one is cut there and the "
+        "answer's notes say so; bounds the work one request can cause", ge=1)] = 10_000
+    threads: Annotated[Optional[int], Key(
+        "CPU threads of each model's engine; models x threads must not exceed the cores this process may use "
+        "(null: the cores shared out over the models)", ge=1)] = None
+    drain_timeout_s: Annotated[float, Key(
+        "on SIGTERM or Ctrl-C: stop accepting, then wait this long at most for the requests in flight (a second "
+        "SIGTERM changes nothing; a second Ctrl-C stops at once, exit 130)", ge=0)] = 30.0
+    max_connections: Annotated[int, Key(
+        "open connections at most; one more is answered 503 with Retry-After and closed. Each holds a file "
+        "descriptor: this plus a reserve of 256 must fit the process's limit (ulimit -n), checked at start",
+        ge=1)] = 1000
+    idle_timeout_s: Annotated[float, Key(
+        "a connection with no request under way (new, or kept alive after an answer) is closed after this long "
+        "without a byte", gt=0)] = 5.0
+    read_timeout_s: Annotated[float, Key(
+        "once a request's first byte arrived, its request line and headers must all arrive within this long "
+        "(else 408), and its body may not pause longer (else the connection is closed)", gt=0)] = 10.0
+    max_header_bytes: Annotated[int, Key("request line and headers of one request, in bytes, at most (more: 431)",
+                                         ge=1024)] = 16_384
+    max_headers: Annotated[int, Key("header fields of one request at most (more: 431)", ge=1)] = 100
+
+    def __post_init__(self):
+        check_fields(self, "serve")
+        check_precision(self.engine, self.precision, "serve.precision")
+
+    @classmethod
+    def from_section(cls, section):
+        """The ``serve`` section of a param file (or the options of ``python -m appzoo.serve``) checked:
+        unknown keys, types and ranges, each a ConfigError naming ``serve.KEY``."""
+        check_kwargs(cls, section, "serve", label="serve")
+        return cls(**section)
+
+    def engine_threads(self, models, cores=None):
+        """Threads of each of ``models`` engines: ``threads``, or the cores shared out; ConfigError when
+        models x threads exceeds the cores (each model's batches run on a thread of their own, each with
+        that many engine threads: more would only contend, as TorchServe and Triton users find)."""
+        cores = available_cores() if cores is None else cores
+        threads = self.threads or max(1, cores // models)
+        if models * threads > cores:
+            fit = cores // models
+            advice = f"set serve.threads to {fit}" if fit else f"serve at most {cores} model(s) in one process"
+            raise ConfigError(f"serve.threads: {models} model(s) x {threads} thread(s) = {models * threads} > "
+                              f"the {cores} core(s) this process may use; {advice}")
+        return threads

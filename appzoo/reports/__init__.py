@@ -1,0 +1,1 @@
+"""What a person reads after a run: report.md/html, the mistakes files, the audit."""

@@ -1,0 +1,196 @@
+"""``report.md``, ``report.html`` and plots in the output folder, from the metrics, the log and the mistakes."""
+import os
+
+from appzoo.reports import html as report_html
+from appzoo.utils.files import write_text
+from appzoo.utils.markdown import literal
+from appzoo.metrics import scalars
+
+
+def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=True):
+    """Write report.md, report.html (:mod:`appzoo.reports.html`; ``mistakes``:
+    ``{split: described}`` of :func:`appzoo.reports.mistakes.write`; ``html`` False:
+    report.md only, for an eval beside the run's own, whose mistakes it does
+    not write) and, when ``plots``, plots/*.png. Label names go into report.md as
+    :func:`~appzoo.utils.markdown.literal`."""
+    images = _plots(output_dir, metrics, history, labels) if plots else []
+    lines = [f"# Run report: {literal(os.path.basename(os.path.abspath(output_dir)))}", ""]
+    best = metrics.get("best")
+    if best:
+        lines += [f"Best checkpoint: step {best['step']}"
+                  + (f", dev {best['metric']} = {best['value']:.4f}" if best.get("value") is not None else ""), ""]
+        if best.get("note"):  # the runner's under-training note
+            lines += [f"Note: {best['note']}", ""]
+    if metrics.get("evaluated_with") and {"dev", "test"} & set(metrics):  # the runner's engine and precision
+        lines += [f"Evaluated on {_engine(metrics['evaluated_with'])}.", ""]
+    for split in ("dev", "test"):
+        if split not in metrics:
+            continue
+        lines += [f"## {split}", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in scalars(metrics[split]).items()]
+        table = metrics[split].get("per_class") or metrics[split].get("per_type")
+        if table:
+            lines += ["", "| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
+            lines += [f"| {literal(name)} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | "
+                      f"{row['support']} |" for name, row in table.items()]
+        if metrics[split].get("class_warnings"):  # appzoo.reports.mistakes: classes never predicted or with F1 0
+            lines += [""] + [f"- {literal(line)}" for line in metrics[split]["class_warnings"]]
+        lines.append("")
+    for label, entry in (metrics.get("eval") or {}).items():  # evals beside the run's own (appzoo.run.runner)
+        for split in ("dev", "test"):
+            if split in entry:
+                lines += [f"## {split} on {_engine(entry)}", "", f"Evaluated later, beside the numbers above "
+                          f"(`eval` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
+                lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()] + [""]
+    if os.path.exists(os.path.join(output_dir, "errors.md")):
+        lines += ["The mistakes of each evaluated split, class by class: [errors.md](errors.md); every "
+                  "prediction: `predictions/<split>.jsonl`.", ""]
+    if images:
+        lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
+    lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
+    write_text(os.path.join(output_dir, "report.md"), "\n".join(lines) + "\n")
+    if html:
+        report_html.write(output_dir, metrics, labels, mistakes)
+
+
+def _engine(engine):
+    """``onnxruntime, int8 (dynamic quantization)`` from metrics.json's ``{"engine", "precision", ...}``."""
+    how = f" ({engine['quantization']} quantization)" if engine.get("quantization") else ""
+    return f"{engine['engine']}, {engine['precision']}{how}"
+
+
+def _plots(output_dir, metrics, history, labels):
+    from appzoo.utils.fonts import pyplot
+
+    plt = pyplot()
+    folder = os.path.join(output_dir, "plots")
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    train = [r for r in history if "loss" in r]
+    dev = [r for r in history if any(k.startswith("dev_") for k in r)]
+    if train:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+        if dev and "dev_loss" in dev[0]:
+            ax.plot([r["step"] for r in dev], [r["dev_loss"] for r in dev], "o-", label="dev loss")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        ax.legend()
+        if dev:
+            metric = (metrics.get("best") or {}).get("metric")
+            key = f"dev_{metric}"
+            if metric and key in dev[0] and not metric.endswith("loss"):
+                right = ax.twinx()
+                right.plot([r["step"] for r in dev], [r[key] for r in dev], "s--", color="tab:green",
+                           label=f"dev {metric}")
+                right.set_ylabel(f"dev {metric}")
+                right.legend(loc="center right")
+        ax.set_title("Training curve")
+        fig.tight_layout()
+        _save(fig, os.path.join(folder, "training_curve.png"))
+        plt.close(fig)
+        written.append("training_curve.png")
+    for split in ("dev", "test"):
+        matrix = (metrics.get(split) or {}).get("confusion_matrix")
+        if matrix and len(matrix) <= 40:
+            names = labels
+            size = max(4, 0.5 * len(names) + 2)
+            fig, ax = plt.subplots(figsize=(size, size))
+            ax.imshow(matrix, cmap="Blues")
+            ax.set_xticks(range(len(names)), names, rotation=90)
+            ax.set_yticks(range(len(names)), names)
+            top = max(max(row) for row in matrix) or 1
+            for i, row in enumerate(matrix):
+                for j, value in enumerate(row):
+                    ax.text(j, i, str(value), ha="center", va="center", fontsize=8,
+                            color="white" if value > top / 2 else "black")
+            ax.set_xlabel("predicted")
+            ax.set_ylabel("gold")
+            ax.set_title(f"Confusion matrix ({split})")
+            fig.tight_layout()
+            name = f"confusion_{split}.png"
+            _save(fig, os.path.join(folder, name))
+            plt.close(fig)
+            written.append(name)
+    for split in ("dev", "test"):
+        table = (metrics.get(split) or {}).get("calibration")
+        if table and table["bins"]:
+            written.append(_reliability(plt, table, split, folder))
+        curves = (metrics.get(split) or {}).get("curves")
+        if curves:
+            written.append(_threshold_views(plt, curves, split, folder))
+    return written
+
+
+def _threshold_views(plt, curves, split, folder):
+    """A matcher's PR and ROC curves and its precision, recall and F1 against the
+    threshold; for a multi-label model the last of these per label. The threshold in
+    use is marked."""
+    if "pr" in curves:  # one binary score
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        axes[0].plot(curves["pr"]["recall"], curves["pr"]["precision"])
+        axes[0].set(xlabel="recall", ylabel="precision", title=f"Precision-recall ({split})", xlim=(0, 1),
+                    ylim=(0, 1.02))
+        axes[1].plot(curves["roc"]["fpr"], curves["roc"]["tpr"])
+        axes[1].plot([0, 1], [0, 1], "--", color="gray")
+        axes[1].set(xlabel="false positive rate", ylabel="true positive rate", title=f"ROC ({split})")
+        _by_threshold(axes[2], curves, f"By threshold ({split})")
+        axes[2].legend(loc="best")
+    else:  # multi-label: one panel per label
+        names = list(curves)[:40]
+        cols = min(4, len(names))
+        rows = -(-len(names) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+        for ax, name in zip(axes.flat, names):
+            _by_threshold(ax, curves[name], name)
+        for ax in list(axes.flat)[len(names):]:
+            ax.axis("off")
+        axes.flat[0].legend(loc="best", fontsize=7)
+        fig.suptitle(f"Precision, recall and F1 by threshold ({split}); dotted: the threshold in use")
+    fig.tight_layout()
+    name = f"thresholds_{split}.png"
+    _save(fig, os.path.join(folder, name))
+    plt.close(fig)
+    return name
+
+
+def _by_threshold(ax, curves, title):
+    view = curves["by_threshold"]
+    for key in ("precision", "recall", "f1"):
+        ax.plot(view["threshold"], view[key], label=key)
+    ax.axvline(curves["threshold"], linestyle=":", color="black", label=f"threshold {curves['threshold']:.3f}")
+    ax.set(xlabel="threshold", ylim=(0, 1.02), title=title)
+
+
+def _reliability(plt, table, split, folder):
+    """The reliability diagram of one split: accuracy against mean confidence per bin
+    (the diagonal is a calibrated model), with the share of predictions in each bin."""
+    fig, ax = plt.subplots(figsize=(5, 5))
+    bins = table["bins"]
+    width = bins[0]["upper"] - bins[0]["lower"]
+    ax.bar([b["lower"] for b in bins], [b["accuracy"] for b in bins], width=width, align="edge",
+           edgecolor="black", color="tab:blue", alpha=0.7, label="accuracy")
+    ax.plot([0, 1], [0, 1], "--", color="gray", label="calibrated")
+    ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "o", color="tab:red",
+            label="a bin: mean confidence, accuracy")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (probability of the predicted class)")
+    ax.set_ylabel("accuracy")
+    title = f"Reliability ({split}): ECE {table['ece']:.3f}"
+    if table.get("temperature", 1.0) != 1.0:
+        title += f", temperature {table['temperature']:.2f}"
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)  # below: bars can reach any corner
+    fig.tight_layout()
+    name = f"reliability_{split}.png"
+    _save(fig, os.path.join(folder, name))
+    plt.close(fig)
+    return name
+
+
+def _save(fig, path):
+    """Save a figure under a temporary name, then rename it into place."""
+    tmp = f"{path}.tmp-{os.getpid()}.png"
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)

@@ -1,0 +1,1 @@
+"""One run: plan -> prepare -> the modes (train, eval, predict, export); the trainer and its callbacks."""

@@ -1,0 +1,242 @@
+"""Planning a run: everything a param file can get wrong is raised here.
+
+:func:`validate` turns a loaded param file into a :class:`Plan` before any
+data, weights or output folder is touched; nothing is written until the plan
+is complete.
+"""
+import dataclasses
+import os
+from typing import Optional
+
+from appzoo.store import bundle
+from appzoo.store.archive import RunFolder
+from appzoo.run.callbacks import VisualDLLogger
+from appzoo.params.keys import check_kwargs, non_finite
+from appzoo.params.dataset import SPLITS, DatasetConfig
+from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
+from appzoo.encoders import check_model_sources, parse_encoder_spec
+from appzoo.errors import ConfigError
+from appzoo.params.param_file import SECTIONS, check_text
+from appzoo.registry import MODELS, READERS, did_you_mean
+from appzoo.store.resolve import resolve
+from appzoo.params.trainer import AUTO, TrainerConfig
+
+
+@dataclasses.dataclass
+class Plan:
+    """A validated param file."""
+
+    config: dict  # the resolved param tree, as written to config.json (appzoo.store.resolve)
+    data: DatasetConfig
+    reader_class: type
+    reader_kwargs: dict
+    model_class: type
+    model_kwargs: dict
+    encoder: object  # EncoderSpec, or None when loading from a saved model
+    trainer: TrainerConfig
+    do: list
+    init_from: str  # a best/ folder to start from, or None
+    source: str = "<param file>"  # the param file, for messages
+    metric: Optional[str] = None  # the dev metric the best model is chosen on
+    greater: bool = True  # whether a larger ``metric`` is better
+    defaults: dict = dataclasses.field(default_factory=dict)  # {key.path: default} (appzoo.store.resolve)
+
+
+def validate(config, param_path="<param file>", do=None):
+    """Check the whole param file and return a :class:`Plan`."""
+    plan = _validate(config, do)  # run_trainer.main names the param file in messages, once
+    plan.source = param_path
+    return plan
+
+
+def _validate(config, do):
+    trainer = _trainer(config, do)
+    model_section = dict(config.get("model", {}))
+    if "type" not in model_section:
+        raise ConfigError(f"model.type: required key is missing (available: {', '.join(MODELS.names())})")
+    model_type = model_section.pop("type")
+    model_class = MODELS.get(model_type, "model.type")
+    data, reader_class, data_section = _dataset(config, model_class)
+    modes = _modes(trainer, data)
+    init_from = _init_from(trainer, modes, data)
+    encoder = model_section.pop("encoder", None)
+    if encoder is None and init_from is None:
+        raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
+                          "or {\"config\": \"configs/ernie_tiny.json\"})")
+    encoder = parse_encoder_spec(encoder) if encoder is not None else None
+    if init_from is not None:  # the saved encoder is used (appzoo.store.bundle.build)
+        bundle.check(init_from, "trainer.init_from", data.max_seq_len)
+        bundle.check_fits(init_from, model_type, data.type, reader_class, data_section)
+    else:
+        check_model_sources(encoder, data.max_seq_len)
+    # MODEL_ARGS: what the toolkit supplies (the encoder and reader.model_args()), never the param file
+    check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
+    reader = reader_class(**data_section)  # constructors check their own value ranges
+    reader.check_plan(data)
+    _check_sampler(trainer, reader, data.type)
+    model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
+    metric, greater = _check_metric(trainer, reader)
+    _check_output_dir(trainer.output_dir)
+
+    # A folder counts as holding a run once a model was saved there; a run that
+    # stopped before (a bad metric name at the first evaluation, say) can be redone.
+    folder = RunFolder(trainer.output_dir)
+    starts_anew = not trainer.resume or (trainer.resume == AUTO and folder.latest_checkpoint() is None)
+    if "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.has_run():
+        raise ConfigError(
+            f"trainer.output_dir: {trainer.output_dir!r} already holds a run"
+            f"{' and no checkpoint to continue it from' if trainer.resume == AUTO else ''}; choose another folder, "
+            f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
+        )
+    foreign = "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.foreign_files()
+    if foreign:
+        raise ConfigError(
+            f"trainer.output_dir: {trainer.output_dir!r} holds files no run wrote ({', '.join(foreign)}), which a "
+            f"run would replace; choose another folder, or set trainer.overwrite_output_dir=true to replace them"
+        )
+    trainer.do = modes
+    resolved, defaults = resolve(config, trainer=trainer, data=data, reader_class=reader_class,
+                                 reader_kwargs=data_section, model_class=model_class, model_kwargs=model_section,
+                                 encoder=encoder)
+    return Plan(resolved, data, reader_class, data_section, model_class, model_section, encoder, trainer, modes,
+                init_from, metric=metric, greater=greater, defaults=defaults)
+
+
+def _trainer(config, do):
+    """The ``trainer`` section (``--do`` given as ``do``), after the checks of the whole tree."""
+    for name in SECTIONS:  # load_param_file checks this too; a config built in Python may lack it
+        if not isinstance(config.get(name, {}), dict):
+            raise ConfigError(f"{name}: expected an object, got {config[name]!r}")
+    found = non_finite(config, "")
+    if found:
+        raise ConfigError(f"{found[0].lstrip('.')}: must be a finite number, got {found[1]!r}")
+    section = dict(config.get("trainer", {}))
+    if do is not None:
+        section["do"] = do
+    check_kwargs(TrainerConfig, section, "trainer", label="trainer")
+    trainer = TrainerConfig(**section)
+    serve = config.get("serve") or {}
+    if serve:  # a run that serves later is told now about a bad serve key
+        from appzoo.params.serve import ServeConfig
+
+        ServeConfig.from_section(serve)
+    search = config.get("search") or {}
+    if search:  # and a bad search key, before anything runs
+        from appzoo.params.search import SearchConfig
+
+        SearchConfig.from_section(search)
+    if trainer.visualdl:
+        VisualDLLogger.check_installed()
+    if trainer.amp != "off":
+        import paddle
+
+        if trainer.device == "cpu" or not paddle.is_compiled_with_cuda():
+            raise ConfigError(f"trainer.amp: {trainer.amp!r} needs a GPU: paddle's autocast has no effect on "
+                              f"CPU, so the run would be float32 anyway (use 'off', or a CUDA build of paddle)")
+    return trainer
+
+
+def _dataset(config, model_class):
+    """``(DatasetConfig, reader class, the reader's own keys)`` of the ``dataset_reader`` section."""
+    section = dict(config.get("dataset_reader", {}))
+    section.setdefault("type", model_class.READERS[0])
+    reader_class = READERS.get(section["type"], "dataset_reader.type")
+    if section["type"] not in model_class.READERS:
+        raise ConfigError(
+            f"dataset_reader.type: {model_class.__name__} reads {', '.join(model_class.READERS)}, "
+            f"not {section['type']!r}"
+        )
+    common, rest = DatasetConfig.split_section(section)
+    _check_reader_keys(common, reader_class, rest)
+    data = DatasetConfig(**common)
+    for split in SPLITS:
+        path = getattr(data, split)
+        if path is not None and not os.path.isfile(path):
+            raise ConfigError(f"dataset_reader.{split}: no such file {path!r}")
+    return data, reader_class, rest
+
+
+def _modes(trainer, data):
+    """The modes to run: ``trainer.do``, or what the data files given call for."""
+    modes = trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
+                           if split is None or getattr(data, split)]
+    if "eval" in modes and not (data.dev or data.test):
+        if trainer.do is not None:
+            raise ConfigError("trainer.do: 'eval' needs dataset_reader.dev or dataset_reader.test")
+        modes.remove("eval")
+    for mode, split in (("train", "train"), ("predict", "predict")):
+        if mode in modes and not getattr(data, split):
+            raise ConfigError(f"dataset_reader.{split}: required for trainer.do {mode!r}")
+    if trainer.audit and "audit" not in modes:
+        modes = ["audit", *modes]
+    return modes
+
+
+def _init_from(trainer, modes, data):
+    """The ``best/`` folder the run starts from: ``trainer.init_from``, or the
+    run's own ``best/`` for modes that do not train; None for a new model."""
+    init_from = trainer.init_from
+    if "audit" in modes and not data.train and init_from is None:
+        raise ConfigError("dataset_reader.train: required for trainer.do 'audit' (the vocabulary and label set "
+                          "come from it), unless trainer.init_from names a trained model")
+    if "train" not in modes and {"eval", "predict", "export"} & set(modes) and init_from is None:
+        init_from = os.path.join(trainer.output_dir, "best")
+        if not os.path.isdir(init_from):
+            raise ConfigError(
+                f"trainer.init_from: trainer.do {modes} does not train, so it needs a trained model: "
+                f"{init_from!r} does not exist (train first, or set trainer.init_from to a best/ folder)"
+            )
+    return init_from
+
+
+def _check_metric(trainer, reader):
+    """``(name, greater_is_better)`` of the dev metric the best model is chosen on,
+    checked against the names the reader declares (the trainer checks again at
+    the first evaluation)."""
+    metric, greater = trainer.dev_metric(reader)
+    names = reader.metric_names()
+    if names is not None and metric not in names:
+        raise ConfigError(
+            f"trainer.metric_for_best: {metric!r} is not a dev metric of this task{did_you_mean(metric, names)} "
+            f"(available: {', '.join(sorted(names))})"
+        )
+    return metric, greater
+
+
+def _check_sampler(trainer, reader, reader_type):
+    """The sampler fits the reader's training items: a class each for
+    balanced and m_per_class, a query and a positive for no_duplicates."""
+    sampler = choose_sampler(trainer.sampler, trainer.group_by_length,
+                             reader.batch_composition_matters)
+    if sampler in CLASS_SAMPLERS and reader.sampling_classes([]) is None:
+        raise ConfigError(f"trainer.sampler: {sampler!r} draws batches by class, but the training items of "
+                          f"dataset_reader.type {reader_type!r} with this config have no class (triples, or "
+                          f"in-batch positive pairs); use random or by_length"
+                          f"{' or no_duplicates' if reader.duplicate_keys([]) is not None else ''}")
+    if sampler == "no_duplicates" and reader.duplicate_keys([]) is None:
+        raise ConfigError(f"trainer.sampler: 'no_duplicates' keeps repeated queries and positives out of a batch "
+                          f"whose mates are the negatives; dataset_reader.type {reader_type!r} with this config "
+                          f"has no in-batch negatives (that is text_matching_pairwise with negatives 'in_batch')")
+
+
+def _check_output_dir(path):
+    """The output folder is a folder, or can be made one, and can be written."""
+    check_text(path, "trainer.output_dir")  # its name is saved in config.json: UTF-8 only
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"trainer.output_dir: {path!r} is a file, not a folder; choose a folder")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):  # the nearest part of the path that exists
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigError(f"trainer.output_dir: {path!r} cannot be created: {existing!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is" if existing == os.path.abspath(path) else f"would be created in {existing!r}, which is"
+        raise ConfigError(f"trainer.output_dir: {path!r} {what} not writable; choose a folder you can write to")
+
+
+def _check_reader_keys(common, reader_class, rest):
+    """The reader checks its own keys and DatasetConfig the shared ones; an
+    unknown key's message lists both."""
+    shared = tuple(DatasetConfig.__dataclass_fields__)
+    check_kwargs(reader_class, rest, "dataset_reader", label=common.get("type"), also_accepted=shared)
+    check_kwargs(DatasetConfig, common, "dataset_reader", label="dataset_reader")
