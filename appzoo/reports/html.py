@@ -11,6 +11,8 @@ import base64
 import html
 import os
 
+from appzoo.store.archive import RunFolder
+from appzoo.store.run_files import BY_KEY
 from appzoo.utils.files import write_text
 from appzoo.metrics import scalars
 
@@ -19,6 +21,7 @@ MAX_ROWS = 500
 #: classes up to which the confusion matrix is drawn as a table (a wider one is in metrics.json)
 MAX_MATRIX = 60
 SPLITS = ("dev", "test")
+PAGE = BY_KEY["report_html"].name  # a sweep's page has the name of a run's
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Microsoft YaHei",sans-serif;
@@ -102,7 +105,7 @@ def write(output_dir, metrics, labels, mistakes=None):
     """Write ``<output_dir>/report.html``. ``mistakes``: ``{split: described}``
     from :func:`appzoo.reports.mistakes.write` (None or empty: no mistakes table)."""
     name = os.path.basename(os.path.abspath(output_dir))
-    plots = os.path.join(output_dir, "plots")
+    plots = RunFolder(output_dir).plots
     body = [f"<h1>Run report: {esc(name)}</h1>"]
     best = metrics.get("best")
     if best:
@@ -121,7 +124,7 @@ def write(output_dir, metrics, labels, mistakes=None):
             body += ["<section>", *_split_section(split, metrics[split], labels, plots), "</section>"]
     body.append("</div>")
     body += _mistakes_section(mistakes or {})
-    write_text(os.path.join(output_dir, "report.html"), page(f"Run report: {name}", body))
+    write_text(RunFolder(output_dir).report_html, page(f"Run report: {name}", body))
 
 
 def _metrics_table(metrics):
@@ -299,7 +302,7 @@ def write_sweep(folder, summary):
     body.append(image(os.path.join(folder, "sweep.png"), "each setting's mean, std and runs"))
     for split in SPLITS:
         body += _per_class_f1(summary["settings"], split)
-    write_text(os.path.join(folder, "report.html"), page(title, body))
+    write_text(os.path.join(folder, PAGE), page(title, body))
 
 
 def _per_class_f1(settings, split):

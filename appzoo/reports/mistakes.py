@@ -27,6 +27,7 @@ and the report read them there.
 import os
 from collections import Counter
 
+from appzoo.store.archive import RunFolder
 from appzoo.utils.files import write_jsonl, write_text
 from appzoo.utils.markdown import literal
 
@@ -203,7 +204,7 @@ def write(root, reader, labels, evaluated, metrics):
     split (``{split: described}``, for report.html)."""
     if not evaluated:
         return [], {}
-    folder = os.path.join(root, "predictions")
+    folder = RunFolder(root).split_predictions
     os.makedirs(folder, exist_ok=True)
     described, warnings = {}, []
     for split, (examples, predictions) in evaluated.items():
@@ -213,7 +214,7 @@ def write(root, reader, labels, evaluated, metrics):
         metrics[split]["zero_f1_classes"] = found
         metrics[split]["class_warnings"] = lines
         warnings += lines
-    write_text(os.path.join(root, "errors.md"), to_markdown(os.path.basename(os.path.abspath(root)), described, metrics))
+    write_text(RunFolder(root).errors, to_markdown(os.path.basename(os.path.abspath(root)), described, metrics))
     return warnings, described
 
 

@@ -1,6 +1,7 @@
 """``report.md``, ``report.html`` and plots in the output folder, from the metrics, the log and the mistakes."""
 import os
 
+from appzoo.store.archive import RunFolder
 from appzoo.reports import html as report_html
 from appzoo.utils.files import write_text
 from appzoo.utils.markdown import literal
@@ -42,13 +43,13 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
                 lines += [f"## {split} on {_engine(entry)}", "", f"Evaluated later, beside the numbers above "
                           f"(`eval` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
                 lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()] + [""]
-    if os.path.exists(os.path.join(output_dir, "errors.md")):
+    if os.path.exists(RunFolder(output_dir).errors):
         lines += ["The mistakes of each evaluated split, class by class: [errors.md](errors.md); every "
                   "prediction: `predictions/<split>.jsonl`.", ""]
     if images:
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
     lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
-    write_text(os.path.join(output_dir, "report.md"), "\n".join(lines) + "\n")
+    write_text(RunFolder(output_dir).report, "\n".join(lines) + "\n")
     if html:
         report_html.write(output_dir, metrics, labels, mistakes)
 
@@ -63,7 +64,7 @@ def _plots(output_dir, metrics, history, labels):
     from appzoo.utils.fonts import pyplot
 
     plt = pyplot()
-    folder = os.path.join(output_dir, "plots")
+    folder = RunFolder(output_dir).plots
     os.makedirs(folder, exist_ok=True)
     written = []
     train = [r for r in history if "loss" in r]

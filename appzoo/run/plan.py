@@ -180,7 +180,7 @@ def _init_from(trainer, modes, data):
         raise ConfigError("dataset_reader.train: required for trainer.do 'audit' (the vocabulary and label set "
                           "come from it), unless trainer.init_from names a trained model")
     if "train" not in modes and {"eval", "predict", "export"} & set(modes) and init_from is None:
-        init_from = os.path.join(trainer.output_dir, "best")
+        init_from = RunFolder(trainer.output_dir).best
         if not os.path.isdir(init_from):
             raise ConfigError(
                 f"trainer.init_from: trainer.do {modes} does not train, so it needs a trained model: "

@@ -181,12 +181,12 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         _audit(plan, p, folder, trainer.is_main)
     if "train" in plan.do:
         if trainer.is_main and not resume_from:
-            files.write_json(folder.path("config.json"), plan.config)
+            files.write_json(folder.config, plan.config)
         resume = folder.load_checkpoint(resume_from) if resume_from else None
         resume_step = resume["state"]["global_step"] if resume else None
         if trainer.is_main and resume:  # the log up to the checkpoint: no row twice, the plots show the whole run
-            rows = [r for r in files.read_jsonl(folder.path("train_log.jsonl")) if r.get("step", 0) <= resume_step]
-            files.write_jsonl(folder.path("train_log.jsonl"), rows)
+            rows = [r for r in files.read_jsonl(folder.train_log) if r.get("step", 0) <= resume_step]
+            files.write_jsonl(folder.train_log, rows)
             trainer.history = rows
         trainer.state.train_sha256 = files.file_sha256(plan.data.train)
         dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
@@ -222,7 +222,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         predict = predictor.predict_features if predictor else trainer.predict
         predictions, _ = predict(p.splits["predict"], p.features["predict"])
         if trainer.is_main:
-            files.write_jsonl(folder.path("predictions.jsonl"),
+            files.write_jsonl(folder.predictions,
                               trained.reader.prediction_rows(p.splits["predict"], predictions, trained.labels))
     if not trainer.is_main:
         return metrics
@@ -250,10 +250,10 @@ def _best_is_last(state, history, metric):
 def _callbacks(plan, folder):
     """What the run does with what the trainer emits: the log, best/ and checkpoints in ``folder``."""
     cfg = plan.trainer
-    callbacks = [cb.JsonlLogger(folder.path("train_log.jsonl")), cb.SaveBest(folder),
+    callbacks = [cb.JsonlLogger(folder.train_log), cb.SaveBest(folder),
                  cb.SaveCheckpoints(folder, plan.config, cfg.keep_checkpoints)]
     if cfg.visualdl:
-        callbacks.append(cb.VisualDLLogger(folder.path("vdl")))
+        callbacks.append(cb.VisualDLLogger(folder.vdl))
     return callbacks
 
 
@@ -265,13 +265,13 @@ def _audit(plan, p, folder, is_main):
     report = audit(trained.reader, p.splits, p.features, trained.tokenizer, trained.labels, plan.data.max_seq_len,
                    plan.trainer.batch_size)
     if is_main:
-        files.write_json(folder.path("audit.json"), report)
-        files.write_text(folder.path("audit.md"), to_markdown(report, plan.source))
+        files.write_json(folder.audit_json, report)
+        files.write_text(folder.audit, to_markdown(report, plan.source))
         for warning in report["warnings"]:
             note(f"audit: {warning}")
         for advice in report["what_to_try"]:
             note(f"audit: try {advice['key']}: {advice['try']} ({advice['why']})")
-        note(f"audit: written {folder.path('audit.md')}")
+        note(f"audit: written {folder.audit}")
 
 
 def _predictor_for(plan, trained, trainer, folder):
@@ -289,7 +289,7 @@ def _predictor_for(plan, trained, trainer, folder):
     from appzoo.inference import export
     from appzoo.inference.predictor import Predictor
 
-    target = export.current(trained, _source(plan, folder), folder.path(export.FOLDER))
+    target = export.current(trained, _source(plan, folder), folder.inference)
     return Predictor.from_bundle(trained, engine=cfg.inference_engine, inference_dir=target,
                                  batch_size=cfg.eval_batch_size, num_threads=cfg.num_threads,
                                  precision=cfg.inference_precision, quantization=cfg.inference_quantization,
@@ -305,7 +305,7 @@ def _export(plan, trained, folder):
     """Export into ``<output_dir>/inference`` (a new folder swapped in whole), recording what it is of."""
     from appzoo.inference import export
 
-    return export.export(trained.model, folder.path(export.FOLDER), export.source_key(trained, _source(plan, folder)))
+    return export.export(trained.model, folder.inference, export.source_key(trained, _source(plan, folder)))
 
 
 def _evaluated_with(cfg, predictor):
@@ -335,7 +335,7 @@ def _is_the_runs_own(folder, engine):
     """Whether an eval that does not train gives the run's own metrics (metrics.json's ``dev`` and
     ``test``): when it has none yet, or they came from the same engine and precision. Another eval (int8
     after fp32, say) goes beside them, under ``eval``."""
-    path = folder.path("metrics.json")
+    path = folder.metrics
     saved = files.read_json(path, "metrics of the run") if os.path.exists(path) else {}
     if not {"dev", "test"} & set(saved):
         return True
@@ -351,7 +351,7 @@ def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, descr
     ``eval``, keyed by :func:`engine_label`, and they are kept as they were."""
     from appzoo.reports import report
 
-    path = folder.path("metrics.json")
+    path = folder.metrics
     metrics = dict(metrics)  # run() returns this run's own numbers, whichever key they are saved under
     if "eval" in plan.do and not aside and {"dev", "test"} & set(metrics):
         metrics["evaluated_with"] = engine
@@ -363,7 +363,7 @@ def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, descr
             entry = {**engine, **{key: metrics.pop(key) for key in ("dev", "test", "wall_time_s") if key in metrics}}
             metrics["eval"] = {**saved.get("eval", {}), engine_label(engine): entry}
         metrics = {**saved, **metrics}
-        history = files.read_jsonl(folder.path("train_log.jsonl"))
+        history = files.read_jsonl(folder.train_log)
     files.fault("metrics")
     files.write_json(path, metrics)
     report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots, mistakes=described, html=not aside)

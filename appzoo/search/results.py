@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 
+from appzoo.store.archive import RunFolder
 from appzoo.utils import files
 from appzoo.utils.markdown import cell, literal
 from appzoo.utils.progress import note
@@ -55,7 +56,7 @@ def summarise(search, study):
     if finished:
         pick = max if search.greater else min
         best = dict(pick(finished, key=lambda r: r["value"]))
-        metrics_path = os.path.join(best["folder"], "metrics.json")
+        metrics_path = RunFolder(best["folder"]).metrics
         if os.path.exists(metrics_path):
             metrics = files.read_json(metrics_path, "metrics of the best trial")
             best["dev"] = _scalars(metrics.get("dev"))

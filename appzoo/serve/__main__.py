@@ -16,6 +16,7 @@ import signal
 import sys
 import typing
 
+from appzoo.store.archive import RunFolder
 from appzoo.errors import UserError
 
 
@@ -92,7 +93,7 @@ def run_param_file(config):
 
     output_dir = config.get("trainer", {}).get("output_dir", TrainerConfig.output_dir)
     name = os.path.basename(os.path.normpath(output_dir)) or "model"
-    return run([f"{name}={os.path.join(output_dir, 'best')}"], dict(config.get("serve", {})),
+    return run([f"{name}={RunFolder(output_dir).best}"], dict(config.get("serve", {})),
                key_path="trainer.output_dir")
 
 

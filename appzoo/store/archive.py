@@ -27,6 +27,7 @@ import time
 import uuid
 
 from appzoo.store import bundle
+from appzoo.store.run_files import AUDIT_FILES, BY_KEY, RUN_ARTIFACTS, RUN_FILES
 from appzoo.errors import ConfigError, UserError
 from appzoo.utils.files import (
     disk_error, fault, load_weights, read_json, remove, save_weights, swap_in, write_json, write_text,
@@ -37,12 +38,6 @@ SCHEDULER_FILE = "scheduler.pdparams"
 STATE_FILE = "trainer_state.json"
 MARKER = bundle.MARKER
 
-#: What a run writes into its folder; all of it is moved aside when a run is replaced.
-RUN_ARTIFACTS = ("best", "checkpoints", "config.json", "train_log.jsonl", "metrics.json",
-                 "predictions.jsonl", "report.md", "report.html", "plots", "inference", "vocab", "vdl", "audit.md", "audit.json",
-                 "predictions", "errors.md")
-#: What ``--do audit`` writes: it describes the data, not a model, so a folder holding only these holds no run.
-AUDIT_FILES = ("audit.md", "audit.json")
 REPLACED = ".replaced"
 JOURNAL = "JOURNAL.json"
 LOCK_INFO = ".lock"
@@ -56,10 +51,11 @@ class FolderInUse(UserError):
 class RunFolder:
     """An output folder: its lock, ``best/``, checkpoints and result files."""
 
+    # Members from the table of run-folder files (appzoo.store.run_files): ``folder.metrics`` is the path of
+    # metrics.json, ``folder.best`` that of best/; set below the class.
+
     def __init__(self, root):
         self.root = root
-        self.best = os.path.join(root, "best")
-        self.checkpoints = os.path.join(root, "checkpoints")
         self._lock_fd = None
 
     def path(self, name):
@@ -79,7 +75,7 @@ class RunFolder:
 
     def _holds_a_runs_config(self):
         try:
-            with open(self.path("config.json"), encoding="utf-8") as f:
+            with open(self.config, encoding="utf-8") as f:
                 config = json.load(f)
         except (OSError, ValueError):
             return False
@@ -143,7 +139,7 @@ class RunFolder:
         after writing down (``.replaced/JOURNAL.json``) what will be moved.
         A folder that holds only an audit (``--do audit`` before the first
         training) holds no run: its audit stays as it is."""
-        names = [n for n in RUN_ARTIFACTS if n != "best" and os.path.lexists(self.path(n))]
+        names = [n for n in RUN_ARTIFACTS if n != BY_KEY["best"].name and os.path.lexists(self.path(n))]
         if set(names) <= set(AUDIT_FILES):  # nothing, or the audit a user ran before training: it stays
             return
         aside = self.path(REPLACED)
@@ -182,7 +178,7 @@ class RunFolder:
             for name in RUN_ARTIFACTS:
                 moved = os.path.lexists(os.path.join(aside, name))
                 # the new run's own files: those the old run did not have, and those it shadows
-                if name != "best" and (moved or name not in journal["names"]) and os.path.lexists(self.path(name)):
+                if name != BY_KEY["best"].name and (moved or name not in journal["names"]) and os.path.lexists(self.path(name)):
                     remove(self.path(name))
             for name in journal["names"]:
                 if os.path.lexists(os.path.join(aside, name)):
@@ -323,3 +319,11 @@ class RunFolder:
                               f"accepted: true, auto, or a checkpoint folder)")
         return (read_json(os.path.join(folder, bundle.CONFIG_FILE), "config of a checkpoint"),
                 read_json(os.path.join(folder, STATE_FILE), "trainer state"))
+
+
+def _member(entry):
+    return property(lambda folder: folder.path(entry.name), doc=f"{entry.name}: {entry.holds}")
+
+
+for _entry in RUN_FILES:
+    setattr(RunFolder, _entry.key, _member(_entry))

@@ -25,6 +25,7 @@ import inspect
 import json
 import os
 
+from appzoo.store.run_files import BY_KEY
 from appzoo.params.dataset import DatasetConfig
 from appzoo.errors import ConfigError
 from appzoo.utils.files import file_sha256, load_weights, read_json, save_weights, write_json
@@ -221,7 +222,7 @@ def check(folder, key_path="trainer.init_from", max_seq_len=None):
     if not os.path.isdir(folder):
         raise ConfigError(f"{key_path}: {folder!r} does not exist")
     if not os.path.isfile(os.path.join(folder, LABELS_FILE)):
-        inner = os.path.join(folder, "best")
+        inner = os.path.join(folder, BY_KEY["best"].name)
         hint = f"; it is a run folder: use {inner!r}" if os.path.isfile(os.path.join(inner, LABELS_FILE)) else ""
         raise ConfigError(f"{key_path}: {folder!r} is not a best/ folder of an appzoo run (no {LABELS_FILE}){hint}")
     if not os.path.exists(os.path.join(folder, MARKER)):

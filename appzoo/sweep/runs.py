@@ -113,7 +113,7 @@ def run_state(folder, do):
     """What a run folder holds: "done" (a complete metrics.json), "diverged"
     (:data:`DIVERGED_FILE`), "resume" (a checkpoint), "redo" (a saved model but
     none of these) or "new"."""
-    path = os.path.join(folder, "metrics.json")
+    path = RunFolder(folder).metrics
     if os.path.exists(path):
         try:
             metrics = files.read_json(path)
@@ -133,7 +133,7 @@ def _check_same_settings(folder, plan):
     """A run folder left by a sweep with other settings is not reused silently."""
     from appzoo.store.resolve import changed_keys
 
-    path = os.path.join(folder, "config.json")
+    path = RunFolder(folder).config
     if not os.path.exists(path):
         return
     changed = changed_keys(files.read_json(path, "config of a sweep run"), plan.config, plan.defaults)

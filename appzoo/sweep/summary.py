@@ -5,6 +5,7 @@ import math
 import os
 import statistics
 
+from appzoo.store.archive import RunFolder
 from appzoo.utils import files
 from appzoo.utils.markdown import literal
 
@@ -163,7 +164,7 @@ def summarise(sweep):
     """Per setting: the finished runs, mean and sample std of the key metrics, verdicts."""
     finished = {}
     for r in sweep.runs:
-        path = os.path.join(r.folder, "metrics.json")
+        path = RunFolder(r.folder).metrics
         if os.path.exists(path):
             metrics = files.read_json(path, "metrics of a sweep run")
             if complete(metrics, r.plan.do):

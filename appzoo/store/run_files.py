@@ -1,0 +1,42 @@
+"""The table of a run folder's files: each one's name, the module that owns it, and what it holds.
+
+:class:`appzoo.store.archive.RunFolder` takes its members from this table (``folder.metrics`` is the path of
+``metrics.json``), and what a replaced run moves aside is every entry with ``replaced``; no other module
+spells a run-folder file's name. docs/reliability.md's "who owns what" table is tested against ``owner``.
+"""
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFile:
+    key: str  # the RunFolder member: folder.<key> is the path
+    name: str  # the name in the folder
+    owner: object  # the module that owns its contents (relative to appzoo/), or None for a name no longer written
+    holds: str
+    audit: bool = False  # written by --do audit, which describes the data: a folder of only these holds no run
+
+
+RUN_FILES = (
+    RunFile("best", "best", "store/archive.py",
+            "the trained model: a link to a hidden .best-step-N-XXXX/ folder whose files store/bundle.py writes"),
+    RunFile("checkpoints", "checkpoints", "store/archive.py", "checkpoints/step-N/: what trainer.resume needs"),
+    RunFile("config", "config.json", "store/resolve.py", "the param tree with every default written out (store/resolve.py)"),
+    RunFile("train_log", "train_log.jsonl", "run/callbacks.py", "one line per logged step and evaluation"),
+    RunFile("metrics", "metrics.json", "run/runner.py", "the dev/test metrics and the best step"),
+    RunFile("predictions", "predictions.jsonl", "run/runner.py", "--do predict's rows"),
+    RunFile("report", "report.md", "reports/report.py", "the run's report"),
+    RunFile("report_html", "report.html", "reports/html.py", "the run's report as a page"),
+    RunFile("plots", "plots", "reports/report.py", "the report's figures"),
+    RunFile("inference", "inference", "inference/export.py", "the static graph and its ONNX copy"),
+    RunFile("vocab", "vocab", None, "a from-scratch vocabulary that older versions wrote here: still moved aside"),
+    RunFile("vdl", "vdl", "run/callbacks.py", "VisualDL's log (trainer.visualdl)"),
+    RunFile("audit", "audit.md", "reports/audit.py", "--do audit's report", audit=True),
+    RunFile("audit_json", "audit.json", "reports/audit.py", "--do audit's figures", audit=True),
+    RunFile("split_predictions", "predictions", "reports/mistakes.py", "predictions/<split>.jsonl of each evaluation"),
+    RunFile("errors", "errors.md", "reports/mistakes.py", "what the model gets wrong most"),
+)
+BY_KEY = {f.key: f for f in RUN_FILES}
+#: What a run writes into its folder; all of it is moved aside when a run is replaced.
+RUN_ARTIFACTS = tuple(f.name for f in RUN_FILES)
+#: What ``--do audit`` writes: it describes the data, not a model, so a folder holding only these holds no run.
+AUDIT_FILES = tuple(f.name for f in RUN_FILES if f.audit)
