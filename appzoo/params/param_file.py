@@ -6,9 +6,8 @@ import os
 import re
 
 from appzoo.errors import ConfigError
+from appzoo.params.sections import SECTIONS
 from appzoo.registry import did_you_mean
-
-SECTIONS = ("dataset_reader", "model", "trainer", "serve", "search")
 
 
 def load_param_file(path):

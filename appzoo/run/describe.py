@@ -15,38 +15,30 @@ from appzoo.params.keys import _NO_DEFAULT, describe_type, key_of, parameters
 from appzoo.errors import ConfigError
 from appzoo.utils.markdown import cell
 from appzoo.params.param_file import load_param_file
+from appzoo.params.dataset import DatasetConfig
+from appzoo.task.reader import DatasetReader
+from appzoo.encoders import EncoderSpec
+from appzoo.losses.build import SUPPLIED as LOSS_SUPPLIED
+from appzoo.params.sections import SECTIONS, plain_sections
 from appzoo.registry import LOSSES, MODELS, READERS, did_you_mean
 
 REGENERATE = "python -m appzoo.run.describe > docs/params.md"
-TARGETS = ("trainer", "dataset_reader", "encoder", "serve", "search", "model.NAME", "reader.NAME", "loss.NAME")
+# The plain sections by name (trainer, serve, search, ...: appzoo.params.sections), then the typed ones' parts.
+TARGETS = (*plain_sections(), "dataset_reader", "encoder", "model.NAME", "reader.NAME", "loss.NAME")
 
 
 def components(target):
     """``[(title, section key path, target, supplied)]`` for ``target``:
     ``trainer``, ``dataset_reader`` (the keys every reader shares),
     ``encoder``, ``model.NAME``, ``reader.NAME`` or ``loss.NAME``."""
-    from appzoo.params.dataset import DatasetConfig
-    from appzoo.task.reader import DatasetReader
-    from appzoo.encoders import EncoderSpec
-    from appzoo.losses.build import SUPPLIED as LOSS_SUPPLIED
-    from appzoo.params.trainer import TrainerConfig
-
     kind, _, name = target.partition(".")
-    if target == "trainer":
-        return [("trainer", "trainer", TrainerConfig, ())]
+    if target in plain_sections():
+        return [(target, target, SECTIONS[target].schema, ())]
     if target == "dataset_reader":
         return [("dataset_reader: keys every reader takes", "dataset_reader", DatasetConfig, ()),
                 ("dataset_reader: data files, every reader", "dataset_reader", DatasetReader, ())]
     if target == "encoder":
         return [("model.encoder", "model.encoder", EncoderSpec, ())]
-    if target == "serve":
-        from appzoo.params.serve import ServeConfig
-
-        return [("serve", "serve", ServeConfig, ())]
-    if target == "search":
-        from appzoo.params.search import SearchConfig
-
-        return [("search", "search", SearchConfig, ())]
     if kind == "model" and name:
         cls = MODELS.get(name, "--describe model")
         return [(f"model.type: {name}", "model", cls, cls.MODEL_ARGS)]
@@ -122,13 +114,11 @@ def markdown():
            "prints the same for one component.", "",
            "## Example param files", ""]
     out += examples_table()
-    sections = [("trainer", ["trainer"]), ("dataset_reader", ["dataset_reader"]),
-                ("Readers", [f"reader.{n}" for n in READERS.names()]),
-                ("model.encoder", ["encoder"]),
-                ("serve", ["serve"]),
-                ("search", ["search"]),
-                ("Models", [f"model.{n}" for n in MODELS.names()]),
-                ("Losses", [f"loss.{n}" for n in LOSSES.names()])]
+    typed = {"reader": [("dataset_reader", ["dataset_reader"]), ("Readers", [f"reader.{n}" for n in READERS.names()])],
+             "model": [("model.encoder", ["encoder"]), ("Models", [f"model.{n}" for n in MODELS.names()]),
+                       ("Losses", [f"loss.{n}" for n in LOSSES.names()])]}
+    sections = [part for name, section in SECTIONS.items()
+                for part in (typed[section.typed] if section.typed else [(name, [name])])]
     for heading, targets in sections:
         out += ["", f"## {heading}"]
         for target in targets:

@@ -16,7 +16,8 @@ from appzoo.params.dataset import SPLITS, DatasetConfig
 from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
-from appzoo.params.param_file import SECTIONS, check_text
+from appzoo.params.param_file import check_text
+from appzoo.params.sections import SECTIONS, build, plain_sections
 from appzoo.registry import MODELS, READERS, did_you_mean
 from appzoo.store.resolve import resolve
 from appzoo.params.trainer import AUTO, TrainerConfig
@@ -113,18 +114,10 @@ def _trainer(config, do):
     section = dict(config.get("trainer", {}))
     if do is not None:
         section["do"] = do
-    check_kwargs(TrainerConfig, section, "trainer", label="trainer")
-    trainer = TrainerConfig(**section)
-    serve = config.get("serve") or {}
-    if serve:  # a run that serves later is told now about a bad serve key
-        from appzoo.params.serve import ServeConfig
-
-        ServeConfig.from_section(serve)
-    search = config.get("search") or {}
-    if search:  # and a bad search key, before anything runs
-        from appzoo.params.search import SearchConfig
-
-        SearchConfig.from_section(search)
+    trainer = build("trainer", section)
+    for name in plain_sections():  # a run that serves or searches later is told now about a bad key there
+        if name != "trainer" and config.get(name):
+            build(name, config[name])
     if trainer.visualdl:
         VisualDLLogger.check_installed()
     if trainer.amp != "off":
