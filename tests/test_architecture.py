@@ -196,3 +196,35 @@ def test_the_who_owns_what_table_matches_the_run_folder_table():
         assert any(n == entry.name or n.startswith(entry.name + "/") for n in row), \
             f"docs/reliability.md: {entry.name} is owned by appzoo/{entry.owner} (appzoo/store/run_files.py)"
         assert os.path.isfile(os.path.join(ROOT, "appzoo", entry.owner))
+
+
+#: The wings of appzoo/, lowest first (docs/architecture.md draws them): a module imports only from its own wing
+#: or a lower one. A top-level module is a wing of its own.
+WINGS = (("appzoo.errors", "appzoo.env", "appzoo.registry", "appzoo.utils"), ("appzoo.params",), ("appzoo.data",),
+         ("appzoo.encoders",), ("appzoo.losses",), ("appzoo.metrics",), ("appzoo.task",), ("appzoo.store",),
+         ("appzoo.inference",), ("appzoo.reports",), ("appzoo.run",), ("appzoo.experiments",), ("appzoo.sweep",),
+         ("appzoo.search",), ("appzoo.serve",), ("appzoo",))
+
+
+def wing_of(module):
+    if module == "appzoo":  # the package's __init__: ``from appzoo import Predictor``
+        return len(WINGS) - 1
+    for level, names in enumerate(WINGS[:-1]):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return level
+    raise AssertionError(f"{module}: in no wing of tests/test_architecture.py's WINGS")
+
+
+def upward_arrows(graph):
+    return sorted((name, dep) for name, deps in graph.items() if name.startswith("appzoo")
+                  for dep in deps if dep.startswith("appzoo") and wing_of(dep) > wing_of(name))
+
+
+def test_no_wing_imports_a_higher_one():
+    assert upward_arrows(import_graph()) == []
+
+
+def test_the_wing_test_sees_an_upward_arrow():
+    assert upward_arrows({"appzoo.reports.html": {"appzoo.sweep.summary"}, "appzoo.sweep.summary": set()}) == \
+        [("appzoo.reports.html", "appzoo.sweep.summary")]
+    assert wing_of("appzoo") == len(WINGS) - 1 and wing_of("appzoo.utils.files") == 0
