@@ -52,6 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
 
+from appzoo.utils.text import clip as cut
 from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
 from appzoo.utils.files import write_json, write_text  # noqa: E402  (atomic writes)
@@ -475,7 +476,7 @@ def _clip(command, width=110):
     program, _, rest = command.partition(" ")
     if os.path.basename(program).startswith("python"):
         command = f"python {rest}"  # the interpreter's path says nothing
-    return command if len(command) <= width else command[:width - 3] + "..."
+    return cut(command, width)
 
 
 def main():

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from typing import Union
 
+from appzoo.utils.text import clip as cut
 from appzoo.errors import ConfigError, DataError
 
 FORMATS = ("tsv", "csv", "jsonl")
@@ -371,4 +372,4 @@ def clip(value, width=80):
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
     else:
         text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return cut(text, width)

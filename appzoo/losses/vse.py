@@ -26,6 +26,17 @@ def _vse_masked(query, positive, negative, normalize):
     return paddle.where(off, sim, paddle.full_like(sim, float("-inf"))), diag
 
 
+def _vse_loss(costs, query, positive, negative, margin, normalize, reduction):
+    """The part both VSE losses share: the checks, the empty batch (0), the masked scores; ``costs(masked,
+    diag, n, margin)`` gives each query's cost."""
+    check_range("margin", margin, 0.0)
+    check_reduction(reduction)
+    if query.shape[0] == 0:
+        return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
+    masked, diag = _vse_masked(query, positive, negative, normalize)
+    return reduce_loss(costs(masked, diag, query.shape[0], margin), reduction)
+
+
 def sum_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True, reduction="mean"):
     """VSE0 sum-of-hinges loss, Faghri et al. 2018, "VSE++: Improving
     Visual-Semantic Embeddings with Hard Negatives", eq. 1.
@@ -41,31 +52,27 @@ def sum_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True
     over queries, ``"sum"``, ``"none"`` (``[N]``). A batch of fewer than 2
     with no hard negatives has no pairs and gives 0.
     """
-    check_range("margin", margin, 0.0)
-    check_reduction(reduction)
-    if query.shape[0] == 0:
-        return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
-    masked, diag = _vse_masked(query, positive, negative, normalize)
-    n = query.shape[0]
+    return _vse_loss(_sum_of_hinges, query, positive, negative, margin, normalize, reduction)
+
+
+def _sum_of_hinges(masked, diag, n, margin):
     cost_query = F.relu(margin + masked - diag)
     cost_positive = F.relu(margin + masked[:, :n] - diag.transpose([1, 0]))  # column i: positive i vs wrong queries
-    return reduce_loss(cost_query.sum(axis=1) + cost_positive.sum(axis=0), reduction)
+    return cost_query.sum(axis=1) + cost_positive.sum(axis=0)
 
 
 def max_hinge_loss(query, positive, negative=None, *, margin=0.2, normalize=True, reduction="mean"):
     """VSE++ max-of-hinges loss, Faghri et al. 2018, eq. 2: as
     :func:`sum_hinge_loss` but each sum is replaced by its largest term (the
     hardest negative per query and per positive). Same arguments."""
-    check_range("margin", margin, 0.0)
-    check_reduction(reduction)
-    if query.shape[0] == 0:
-        return reduce_loss(paddle.zeros([0], query.dtype) + zero_loss(query, positive, negative), reduction)
-    masked, diag = _vse_masked(query, positive, negative, normalize)
-    n = query.shape[0]
+    return _vse_loss(_max_of_hinges, query, positive, negative, margin, normalize, reduction)
+
+
+def _max_of_hinges(masked, diag, n, margin):
     # the hinge is monotone in S_ij: take the hardest negative's score, then one hinge per row / column
     cost_query = F.relu(margin + max_last(masked, 1) - diag.squeeze(-1))
     cost_positive = F.relu(margin + max_last(masked[:, :n], 0) - diag.squeeze(-1))
-    return reduce_loss(cost_query + cost_positive, reduction)
+    return cost_query + cost_positive
 
 
 class _VSELoss(EmbeddingLoss):

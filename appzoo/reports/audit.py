@@ -15,6 +15,7 @@ import collections
 
 import numpy as np
 
+from appzoo.utils.text import clip as cut
 from appzoo.utils.markdown import literal
 
 
@@ -272,4 +273,4 @@ def _percent(share):
 def _clip(value, width=160):
     text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     text = text.replace("\n", " ")  # one line for the console; audit.md escapes the rest
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return cut(text, width)

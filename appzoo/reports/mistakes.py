@@ -27,6 +27,7 @@ and the report read them there.
 import os
 from collections import Counter
 
+from appzoo.utils.text import clip as cut, clip_left
 from appzoo.store.archive import RunFolder
 from appzoo.utils.files import write_jsonl, write_text
 from appzoo.utils.markdown import literal
@@ -138,7 +139,7 @@ def _entity_row(kind, name, gold, predicted, tokens, start, end, join, detail=No
     entity, upto, sentence = join(tokens[start:end]), join(tokens[:end]), join(tokens)
     left = upto[:len(upto) - len(entity)] if upto.endswith(entity) else join(tokens[:start])
     right = sentence[len(upto):] if sentence.startswith(upto) else join(tokens[end:])
-    left = left if len(left) <= CONTEXT else "…" + left[-CONTEXT:]
+    left = clip_left(left, CONTEXT)
     right = right if len(right) <= CONTEXT else right[:CONTEXT] + "…"
     return {"kind": kind, "class": name, "gold": gold, "predicted": predicted, "confidence": None,
             "detail": detail, "text": f"{left}**{entity}**{right}", "entity": entity, "context": [left, right],
@@ -289,5 +290,5 @@ def _entity_text(row):
 
 
 def _short(text):
-    return text if len(text) <= TEXT_WIDTH else text[:TEXT_WIDTH - 1] + "…"
+    return cut(text, TEXT_WIDTH, "…")
 

@@ -8,10 +8,12 @@ Only then is the output folder locked and written: the model through
 file atomically through :mod:`appzoo.utils.files`.
 """
 import dataclasses
+import json
 import os
 import tempfile
 import time
 
+from appzoo.utils.text import clip as cut
 from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
 from appzoo.utils import files
@@ -163,10 +165,7 @@ def _resume_point(plan, folder):
 
 
 def _short(value, width=60):
-    import json
-
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return cut(json.dumps(value, ensure_ascii=False), width)
 
 
 # ----------------------------------------------------------------------- modes

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from appzoo.utils.text import clip as cut
 from appzoo.errors import UserError, first_line
 from appzoo.serve.batcher import QueueFull
 from appzoo.serve.metrics import Metrics
@@ -242,7 +243,7 @@ def _readiness(is_ready, error, name=None):
 
 def _clip(value, width=60):
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return cut(text, width)
 
 
 async def _plain(model, body, accepted):
