@@ -271,8 +271,8 @@ class ClassificationReader(DatasetReader):
             probs = np.stack([p["probs"] for p in predictions]) if predictions else None
             cutoffs = self.decisions.get(PerLabelThresholds)
             if cutoffs.tune and probs is not None:  # beside: every label at the global threshold
-                same = METRICS.get("multilabel_classification", "metric")(gold, (probs >= cutoffs.threshold).astype(int),
-                                                                          labels)
+                at_global = (probs >= cutoffs.threshold).astype(int)
+                same = METRICS.get("multilabel_classification", "metric")(gold, at_global, labels)
                 metrics.update({f"{name}_global_threshold": same[name] for name in GLOBAL_THRESHOLD})
             curves = {} if probs is None else {
                 name: threshold_curves(gold[:, j], probs[:, j], t)
