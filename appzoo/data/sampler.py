@@ -57,7 +57,7 @@ class Sampler:
 
     def __init__(self, config, reader, features, *, per_token_loss=False, rank=0, world_size=1):
         self.config, self.reader, self.rank, self.world_size = config, reader, rank, world_size
-        self.name = choose_sampler(config.sampler, config.group_by_length, reader.batch_composition_matters)
+        self.name = choose_sampler(config.sampler, config.group_by_length, in_batch_negatives(reader))
         self.size = len(features)
         self.lengths = [feature_length(f) for f in features] if self.name == "by_length" else None
         self.classes = reader.sampling_classes(features) if self.name in CLASS_SAMPLERS else None
@@ -105,17 +105,24 @@ class Sampler:
         """Plan time: the sampler fits the reader's training items, a class
         each for balanced and m_per_class, a query and a positive for
         no_duplicates (``trainer``: the TrainerConfig)."""
-        sampler = choose_sampler(trainer.sampler, trainer.group_by_length, reader.batch_composition_matters)
+        sampler = choose_sampler(trainer.sampler, trainer.group_by_length, in_batch_negatives(reader))
         if sampler in CLASS_SAMPLERS and reader.sampling_classes([]) is None:
             raise ConfigError(f"trainer.sampler: {sampler!r} draws batches by class, but the training items of "
                               f"dataset_reader.type {reader_type!r} with this config have no class (triples, or "
                               f"in-batch positive pairs); use random or by_length"
-                              f"{' or no_duplicates' if reader.duplicate_keys([]) is not None else ''}")
-        if sampler == "no_duplicates" and reader.duplicate_keys([]) is None:
+                              f"{' or no_duplicates' if in_batch_negatives(reader) else ''}")
+        if sampler == "no_duplicates" and not in_batch_negatives(reader):
             raise ConfigError(f"trainer.sampler: 'no_duplicates' keeps repeated queries and positives out of a "
                               f"batch whose mates are the negatives; dataset_reader.type {reader_type!r} with this "
                               f"config has no in-batch negatives (that is text_matching_pairwise with negatives "
                               f"'in_batch')")
+
+
+def in_batch_negatives(reader):
+    """Whether the batch mates of ``reader``'s training items are their
+    negatives: the reader gives duplicate keys (its ``duplicate_keys([])`` is
+    a list, not None)."""
+    return reader.duplicate_keys([]) is not None
 
 
 def choose_sampler(sampler, group_by_length, in_batch):

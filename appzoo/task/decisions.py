@@ -8,8 +8,8 @@ adjustment, a temperature. Each has
   decoded so far (this rule applied with its current value) and the gold
   answers; returns the outputs decoded with the value just fitted;
 * ``apply(outputs, labels)``: outputs to probabilities or decisions;
-* ``state()`` / ``load_state(state)``: the rule's part of the reader's state
-  (``best/reader_state.json``), a few keys of one flat dict;
+* ``state()`` / ``load_state(state)``: the rule's part of the reader's state,
+  saved with the model: a few keys of one flat dict;
 * ``fits``: whether :meth:`fit` fits anything (a configured value is kept).
 
 A reader composes them in :class:`Decisions`, in the order they apply.

@@ -27,8 +27,6 @@ class DatasetReader:
     default_metric = "macro_f1"
     #: reader keys that change what a model outputs: a model trained with one value is not loaded with another
     MODEL_KEYS = ()
-    #: True when the batch mates are part of the loss (in-batch negatives): batches are then not length-sorted
-    batch_composition_matters = False
     #: what encoding does to an input longer than max_seq_len: "cut" (its end is lost) or "windows"
     long_inputs = "cut"
 
@@ -168,7 +166,9 @@ class DatasetReader:
         """Per training feature, a tuple of hashables (its query, its
         positive) that no batch mate may share, for trainer.sampler
         ``no_duplicates``; None where batch mates are not the negatives. The
-        plan calls it with ``[]``, as :meth:`sampling_classes`."""
+        plan calls it with ``[]``, as :meth:`sampling_classes`; a list there
+        says the batch mates are part of the loss, so batches are not
+        length-sorted by default (:func:`~appzoo.data.sampler.choose_sampler`)."""
         return None
 
     def audit_classes(self, examples, labels):
