@@ -58,7 +58,7 @@ import paddle.nn.functional as F  # noqa: E402
 
 from appzoo.utils import progress  # noqa: E402
 from appzoo.params.param_file import load_param_file  # noqa: E402
-from appzoo.data.sampler import feature_length, train_batches  # noqa: E402
+from appzoo.data.sampler import Sampler, feature_length, train_batches  # noqa: E402
 from appzoo.run.plan import validate  # noqa: E402
 from appzoo.run.runner import prepare  # noqa: E402
 from appzoo.run.trainer import Trainer  # noqa: E402
@@ -97,7 +97,8 @@ def toolkit_loop(plan, prepared, features, order, onednn=False):
     ``FLAGS_use_mkldnn`` set around the step (paddle's oneDNN kernels)."""
     trainer = Trainer(prepared.bundle, plan.trainer)  # no callbacks: nothing is written
     trainer.build_optimizer(len(order))
-    trainer._prepare_sampler(features)  # as train() does: the sampler's state and the per-token loss weights
+    # as train() does: the sampler's state and the per-token loss weights
+    trainer.sampler = Sampler(plan.trainer, trainer.reader, features, per_token_loss=trainer.model.LOSS_PER == "token")
     for step, batch in enumerate(order):
         paddle.set_flags({"FLAGS_use_mkldnn": onednn})
         start = time.perf_counter()

@@ -9,6 +9,7 @@ import pytest
 import run_trainer
 from appzoo.errors import ConfigError
 from appzoo.metrics.calibration import calibration, fit_temperature, scale
+from appzoo.task.decisions import Temperature
 from tasks.text_classification.reader import ClassificationReader
 
 
@@ -56,10 +57,11 @@ def test_the_reader_fits_saves_and_applies_the_temperature():
     predictions = reader.decode(examples, None, {"probs": list(probs)}, labels)
     reader.fit(examples, predictions, labels)
     metrics = reader.evaluate(examples, predictions, labels)
-    assert reader.temperature == pytest.approx(3.0, rel=0.1)
+    temperature = reader.decisions.get(Temperature).temperature
+    assert temperature == pytest.approx(3.0, rel=0.1)
     assert metrics["ece"] < 0.04 < 0.15 < metrics["ece_before_scaling"]
-    assert metrics["calibration"]["temperature"] == reader.temperature
-    assert reader.state() == {"temperature": reader.temperature}
+    assert metrics["calibration"]["temperature"] == temperature
+    assert reader.state() == {"temperature": temperature}
     again = ClassificationReader(calibrate="temperature")
     again.load_state(reader.state())
     decoded = again.decode(examples, None, {"probs": list(probs)}, labels)
@@ -67,7 +69,7 @@ def test_the_reader_fits_saves_and_applies_the_temperature():
     assert [p["label"] for p in decoded] == [labels[i] for i in probs.argmax(axis=1)]
     plain = ClassificationReader()
     plain.load_state(reader.state())  # a model trained further with calibrate none keeps its softmax
-    assert plain.temperature == 1.0 and plain.state() == {}
+    assert plain.decisions.get(Temperature) is None and plain.state() == {}
     assert "ece_before_scaling" not in plain.evaluate(examples, plain.decode(examples, None, {"probs": list(probs)},
                                                                              labels), labels)
 

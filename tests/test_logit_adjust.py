@@ -7,7 +7,8 @@ from appzoo.errors import ConfigError
 from appzoo.metrics import classification_metrics
 from appzoo.metrics.calibration import adjust
 from appzoo.metrics.classification import decision_score
-from tasks.text_classification.reader import DECISION_METRICS, TAUS, ClassificationReader
+from appzoo.task.decisions import DECISION_METRICS, TAUS, LogitAdjust
+from tasks.text_classification.reader import ClassificationReader
 
 LABELS = ["common", "middle", "rare"]
 
@@ -53,8 +54,13 @@ def biased(n=3000, seed=0):
 
 def reader_with(logit_adjust, priors=(0.8, 0.15, 0.05), metric="macro_f1"):
     reader = ClassificationReader(logit_adjust=logit_adjust)
-    reader.priors, reader.tune_metric = list(priors), metric
+    adjusting(reader).priors, reader.tune_metric = list(priors), metric
     return reader
+
+
+def adjusting(reader):
+    """The reader's logit adjustment rule (None without one)."""
+    return reader.decisions.get(LogitAdjust)
 
 
 def predictions_of(reader, probs):
@@ -71,13 +77,13 @@ def test_tuned_tau_never_lowers_the_dev_metric_and_finds_the_planted_bias():
             reader.fit(examples, predictions, LABELS)
             tuned = reader.evaluate(examples, predictions, LABELS)
             plain = classification_metrics(list(gold), list(probs.argmax(axis=1)), LABELS)
-            assert tuned[metric] >= plain[metric] - 1e-12, (seed, metric, reader.tau)
+            assert tuned[metric] >= plain[metric] - 1e-12, (seed, metric, adjusting(reader).tau)
             assert tuned[f"{metric}_before_logit_adjust"] == pytest.approx(plain[metric])
-            assert reader.tau in TAUS and tuned["logit_adjust_tau"] == reader.tau
+            assert adjusting(reader).tau in TAUS and tuned["logit_adjust_tau"] == adjusting(reader).tau
         reader = reader_with("tune")
         predictions = predictions_of(reader, probs)
         reader.fit(examples, predictions, LABELS)
-        assert reader.tau > 0, "the planted bias toward the common class is undone"
+        assert adjusting(reader).tau > 0, "the planted bias toward the common class is undone"
         assert reader.evaluate(examples, predictions, LABELS)["macro_f1"] > plain["macro_f1"] + 0.05
 
 
@@ -90,14 +96,14 @@ def test_a_fixed_tau_decodes_and_the_state_is_saved_and_restored():
     state = reader.state()
     assert state == {"logit_adjust": {"tau": 1.0, "priors": [0.8, 0.15, 0.05]}}
     tuned = reader_with("tune")
-    tuned.tau = 0.7
+    adjusting(tuned).tau = 0.7
     again = ClassificationReader(logit_adjust="tune")
     again.load_state(tuned.state())  # what a Predictor does with best/reader_state.json
-    assert again.tau == 0.7 and again.priors == [0.8, 0.15, 0.05]
+    assert adjusting(again).tau == 0.7 and adjusting(again).priors == [0.8, 0.15, 0.05]
     assert [p["label"] for p in predictions_of(again, probs)] == [p["label"] for p in predictions_of(tuned, probs)]
     off = ClassificationReader()
     off.load_state(tuned.state())  # a model used without logit_adjust decodes as trained
-    assert off.tau == 0.0 and [p["label"] for p in predictions_of(off, probs)] == [
+    assert adjusting(off) is None and [p["label"] for p in predictions_of(off, probs)] == [
         LABELS[i] for i in probs.argmax(axis=1)]
 
 
@@ -106,7 +112,7 @@ def test_priors_come_from_the_training_labels_and_an_unseen_label_counts_as_one(
     train = [{"text": "", "label": name} for name in ["common"] * 6 + ["middle"] * 3]
     args = reader.model_args(LABELS, train)
     assert args["class_counts"] == [6, 3, 0] and args["train_size"] == 9
-    assert reader.priors == pytest.approx([0.6, 0.3, 0.1])
+    assert adjusting(reader).priors == pytest.approx([0.6, 0.3, 0.1])
 
 
 def test_logit_adjust_errors_are_one_line():

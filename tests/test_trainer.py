@@ -276,8 +276,8 @@ def test_length_grouped_batches_weigh_a_per_token_loss_by_its_tokens(tmp_path):
     features, _ = split(t.reader)
     t.train(features, None)
     mean = sum(len(f["x"]) for f in features) / len(features)
-    assert t._tokens_per_batch == pytest.approx(4 * mean)
-    assert t._loss_share(features[:4]) == pytest.approx(sum(len(f["x"]) for f in features[:4]) / (4 * mean))
+    assert t.sampler.tokens_per_batch == pytest.approx(4 * mean)
+    assert t.sampler.loss_share(features[:4]) == pytest.approx(sum(len(f["x"]) for f in features[:4]) / (4 * mean))
     plain = trainer(tmp_path / "plain", max_steps=1, eval_steps=0, sampler="by_length")
     plain.train(features, None)
-    assert plain._loss_share(features[:4]) == 1.0  # a per-example loss is not reweighted
+    assert plain.sampler.loss_share(features[:4]) == 1.0  # a per-example loss is not reweighted

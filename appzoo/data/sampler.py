@@ -32,14 +32,97 @@ step for this data-parallel ``rank``; all ranks get the same number of steps.
   left out of the epoch; a reshuffled later epoch places it. With data
   parallelism only full batches are kept (every rank runs the same steps).
 
-Which sampler a run uses: :func:`choose_sampler`.
+Which sampler a run uses: :func:`choose_sampler`; a run's sampler, with what
+it needs of the training features: :class:`Sampler`.
 """
 import numpy as np
 
-from appzoo.errors import ConfigError
+from appzoo.errors import ConfigError, DataError
 
 SAMPLERS = ("random", "by_length", "balanced", "m_per_class", "no_duplicates")
 CLASS_SAMPLERS = ("balanced", "m_per_class")
+
+
+class Sampler:
+    """The training batches of a run: the sampler the ``trainer`` keys choose
+    (:func:`choose_sampler`), what it needs of the training features (their
+    lengths, classes or duplicate keys, the last two from the reader), and one
+    epoch at a time, a pure function of ``(trainer.seed, epoch)``.
+
+    ``config``: a :class:`~appzoo.params.trainer.TrainerConfig`;
+    ``per_token_loss``: the model's loss averages over tokens (``LOSS_PER =
+    "token"``), so that length-grouped batches are weighted (:meth:`loss_share`);
+    ``rank`` / ``world_size``: this process's share of data parallelism.
+    """
+
+    def __init__(self, config, reader, features, *, per_token_loss=False, rank=0, world_size=1):
+        self.config, self.reader, self.rank, self.world_size = config, reader, rank, world_size
+        self.name = choose_sampler(config.sampler, config.group_by_length, in_batch_negatives(reader))
+        self.size = len(features)
+        self.lengths = [feature_length(f) for f in features] if self.name == "by_length" else None
+        self.classes = reader.sampling_classes(features) if self.name in CLASS_SAMPLERS else None
+        self.keys = reader.duplicate_keys(features) if self.name == "no_duplicates" else None
+        if self.name in CLASS_SAMPLERS:
+            check_class_count(self.name, config.batch_size, config.sampler_m, self.classes)
+        self.tokens_per_batch = None  # see loss_share
+        if self.name == "by_length" and per_token_loss:
+            tokens = sum(reader.loss_targets(f) for f in features)
+            self.tokens_per_batch = config.batch_size * tokens / max(1, len(features))
+
+    def epoch(self, epoch):
+        """The steps of ``epoch`` for this rank, each a list of
+        ``trainer.gradient_accumulation_steps`` micro-batches (index lists)."""
+        cfg = self.config
+        micro = train_batches(self.size, cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=self.name,
+                              lengths=self.lengths, classes=self.classes, keys=self.keys,
+                              power=cfg.sampler_power, m=cfg.sampler_m, mega_batches=cfg.sampler_mega_batches,
+                              rank=self.rank, world_size=self.world_size)
+        k = cfg.gradient_accumulation_steps
+        return [micro[i:i + k] for i in range(0, len(micro), k)]
+
+    def steps_per_epoch(self):
+        """The steps of the first epoch; DataError where the training data makes none."""
+        steps = len(self.epoch(0))
+        if steps == 0:
+            if self.name == "no_duplicates":
+                raise DataError(f"trainer.sampler: no_duplicates cannot make a batch of two or more of the "
+                                f"{self.size} training pairs without a repeated query or positive")
+            raise DataError(f"the training data has {self.size} example(s), fewer than the "
+                            f"{self.world_size} data-parallel processes")
+        return steps
+
+    def loss_share(self, features):
+        """1, or with length-grouped batches and a per-token loss the batch's
+        tokens over the mean tokens of a batch: a batch of short sentences
+        then weighs what its tokens weigh in a random batch, not as much as a
+        batch of long ones."""
+        if self.tokens_per_batch is None:
+            return 1.0
+        return sum(self.reader.loss_targets(f) for f in features) / self.tokens_per_batch
+
+    @staticmethod
+    def check_plan(trainer, reader, reader_type):
+        """Plan time: the sampler fits the reader's training items, a class
+        each for balanced and m_per_class, a query and a positive for
+        no_duplicates (``trainer``: the TrainerConfig)."""
+        sampler = choose_sampler(trainer.sampler, trainer.group_by_length, in_batch_negatives(reader))
+        if sampler in CLASS_SAMPLERS and reader.sampling_classes([]) is None:
+            raise ConfigError(f"trainer.sampler: {sampler!r} draws batches by class, but the training items of "
+                              f"dataset_reader.type {reader_type!r} with this config have no class (triples, or "
+                              f"in-batch positive pairs); use random or by_length"
+                              f"{' or no_duplicates' if in_batch_negatives(reader) else ''}")
+        if sampler == "no_duplicates" and not in_batch_negatives(reader):
+            raise ConfigError(f"trainer.sampler: 'no_duplicates' keeps repeated queries and positives out of a "
+                              f"batch whose mates are the negatives; dataset_reader.type {reader_type!r} with this "
+                              f"config has no in-batch negatives (that is text_matching_pairwise with negatives "
+                              f"'in_batch')")
+
+
+def in_batch_negatives(reader):
+    """Whether the batch mates of ``reader``'s training items are their
+    negatives: the reader gives duplicate keys (its ``duplicate_keys([])`` is
+    a list, not None)."""
+    return reader.duplicate_keys([]) is not None
 
 
 def choose_sampler(sampler, group_by_length, in_batch):

@@ -13,7 +13,7 @@ from appzoo.store.archive import RunFolder
 from appzoo.run.callbacks import VisualDLLogger
 from appzoo.params.keys import check_kwargs, non_finite
 from appzoo.params.dataset import SPLITS, DatasetConfig
-from appzoo.data.sampler import CLASS_SAMPLERS, choose_sampler
+from appzoo.data.sampler import Sampler
 from appzoo.encoders import check_model_sources, parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.params.param_file import check_text
@@ -74,7 +74,7 @@ def _validate(config, do):
     check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
     reader.check_plan(data)
-    _check_sampler(trainer, reader, data.type)
+    Sampler.check_plan(trainer, reader, data.type)
     model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
     metric, greater = _check_metric(trainer, reader)
     _check_output_dir(trainer.output_dir)
@@ -194,22 +194,6 @@ def _check_metric(trainer, reader):
             f"(available: {', '.join(sorted(names))})"
         )
     return metric, greater
-
-
-def _check_sampler(trainer, reader, reader_type):
-    """The sampler fits the reader's training items: a class each for
-    balanced and m_per_class, a query and a positive for no_duplicates."""
-    sampler = choose_sampler(trainer.sampler, trainer.group_by_length,
-                             reader.batch_composition_matters)
-    if sampler in CLASS_SAMPLERS and reader.sampling_classes([]) is None:
-        raise ConfigError(f"trainer.sampler: {sampler!r} draws batches by class, but the training items of "
-                          f"dataset_reader.type {reader_type!r} with this config have no class (triples, or "
-                          f"in-batch positive pairs); use random or by_length"
-                          f"{' or no_duplicates' if reader.duplicate_keys([]) is not None else ''}")
-    if sampler == "no_duplicates" and reader.duplicate_keys([]) is None:
-        raise ConfigError(f"trainer.sampler: 'no_duplicates' keeps repeated queries and positives out of a batch "
-                          f"whose mates are the negatives; dataset_reader.type {reader_type!r} with this config "
-                          f"has no in-batch negatives (that is text_matching_pairwise with negatives 'in_batch')")
 
 
 def _check_output_dir(path):

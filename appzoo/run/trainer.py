@@ -18,8 +18,8 @@ import paddle
 from appzoo.run import callbacks as cb
 from appzoo.run import interrupts
 from appzoo.inference import prediction
-from appzoo.data.sampler import CLASS_SAMPLERS, check_class_count, choose_sampler, feature_length, train_batches
-from appzoo.errors import DataError, DivergedError, Interrupted
+from appzoo.data.sampler import Sampler
+from appzoo.errors import DivergedError, Interrupted
 from appzoo.metrics import scalars
 from appzoo.utils.progress import note, progress
 # the op ClipGradByGlobalNorm sums squares with: same bits, and 10x faster than paddle.square().sum()
@@ -84,14 +84,9 @@ class Trainer:
         ``resume`` what :meth:`appzoo.store.archive.RunFolder.load_checkpoint` read.
         Ends with the best model's weights in ``self.model``."""
         cfg = self.config
-        self._prepare_sampler(train_features)
-        per_epoch = len(self._epoch_steps(train_features, 0))
-        if per_epoch == 0:
-            if self.sampler == "no_duplicates":
-                raise DataError(f"trainer.sampler: no_duplicates cannot make a batch of two or more of the "
-                                f"{len(train_features)} training pairs without a repeated query or positive")
-            raise DataError(f"the training data has {len(train_features)} example(s), fewer than the "
-                            f"{self.world_size} data-parallel processes")
+        self.sampler = Sampler(cfg, self.reader, train_features, per_token_loss=self.model.LOSS_PER == "token",
+                               rank=self.rank, world_size=self.world_size)
+        per_epoch = self.sampler.steps_per_epoch()
         total = cfg.max_steps if cfg.max_steps > 0 else per_epoch * cfg.epochs
         self._total = total
         self.build_optimizer(total)
@@ -109,7 +104,7 @@ class Trainer:
         running = []
         with interrupts.deferred():
             while self.state.global_step < total and not self.state.should_stop:
-                order = self._epoch_steps(train_features, self.state.epoch)
+                order = self.sampler.epoch(self.state.epoch)
                 for group in order[self.state.step_in_epoch:]:
                     running.append(self._train_step([[train_features[i] for i in b] for b in group]))
                     self.state.step_in_epoch += 1
@@ -179,40 +174,6 @@ class Trainer:
             grad_clip=None,  # _clip_gradients: the non-finite check needs the same norm
         )
 
-    def _prepare_sampler(self, features):
-        """Choose the sampler (:func:`choose_sampler`) and compute what it
-        needs from the training features: lengths, classes or duplicate keys."""
-        cfg, reader = self.config, self.reader
-        self.sampler = choose_sampler(cfg.sampler, cfg.group_by_length, reader.batch_composition_matters)
-        self._lengths = [feature_length(f) for f in features] if self.sampler == "by_length" else None
-        self._classes = reader.sampling_classes(features) if self.sampler in CLASS_SAMPLERS else None
-        self._keys = reader.duplicate_keys(features) if self.sampler == "no_duplicates" else None
-        if self.sampler in CLASS_SAMPLERS:
-            check_class_count(self.sampler, cfg.batch_size, cfg.sampler_m, self._classes)
-        self._tokens_per_batch = None  # see _loss_share
-        if self.sampler == "by_length" and self.model.LOSS_PER == "token":
-            tokens = sum(reader.loss_targets(f) for f in features)
-            self._tokens_per_batch = cfg.batch_size * tokens / max(1, len(features))
-
-    def _loss_share(self, features):
-        """1, or with length-grouped batches and a per-token loss (``LOSS_PER =
-        "token"``) the batch's tokens over the mean tokens of a batch: a batch
-        of short sentences then weighs what its tokens weigh in a random batch,
-        not as much as a batch of long ones."""
-        if self._tokens_per_batch is None:
-            return 1.0
-        return sum(self.reader.loss_targets(f) for f in features) / self._tokens_per_batch
-
-    def _epoch_steps(self, features, epoch):
-        """The steps of one epoch, each a list of micro-batches (of indices)."""
-        cfg = self.config
-        micro = train_batches(len(features), cfg.batch_size, seed=cfg.seed, epoch=epoch, sampler=self.sampler,
-                              lengths=self._lengths, classes=self._classes, keys=self._keys,
-                              power=cfg.sampler_power, m=cfg.sampler_m, mega_batches=cfg.sampler_mega_batches,
-                              rank=self.rank, world_size=self.world_size)
-        k = cfg.gradient_accumulation_steps
-        return [micro[i:i + k] for i in range(0, len(micro), k)]
-
     def _log_loss(self, running):
         """Log the mean loss of the steps since the last log (and forget them);
         the only place the loss leaves the device. Averaged over data-parallel ranks."""
@@ -244,7 +205,7 @@ class Trainer:
                     out = self._train_model(**self._inputs(batch))
                 # GradCache models (appzoo.losses.grad_cache) return the loss detached and the parts whose
                 # gradients add up to its own, each built when it is back-propagated
-                share = self._loss_share(features) / len(micro_batches)
+                share = self.sampler.loss_share(features) / len(micro_batches)
                 for part in out["loss_parts"] if "loss_parts" in out else [out["loss"]]:
                     part = part.astype("float32") * share
                     (self.scaler.scale(part) if self.scaler else part).backward()

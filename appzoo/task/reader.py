@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from appzoo.data.encoding import IGNORE_INDEX, collate
 from appzoo.params.keys import Key, check_args
 from appzoo.data.tabular import ON_BAD_LINE, TextFile, check_encoding
+from appzoo.task.decisions import Decisions
 from appzoo.errors import ConfigError, DataError
 from appzoo.utils.progress import note
 
@@ -26,8 +27,6 @@ class DatasetReader:
     default_metric = "macro_f1"
     #: reader keys that change what a model outputs: a model trained with one value is not loaded with another
     MODEL_KEYS = ()
-    #: True when the batch mates are part of the loss (in-batch negatives): batches are then not length-sorted
-    batch_composition_matters = False
     #: what encoding does to an input longer than max_seq_len: "cut" (its end is lost) or "windows"
     long_inputs = "cut"
 
@@ -127,23 +126,28 @@ class DatasetReader:
         then says so, and warns from the per-class table alone)."""
         return None
 
+    #: the post-hoc decision rules (:mod:`appzoo.task.decisions`) this reader decodes with, in their order;
+    #: a reader's state is theirs unless it overrides :meth:`state`
+    decisions = Decisions()
     #: the dev metric that chooses best/ (``trainer.metric_for_best``), which :meth:`fit` tunes a decision rule
     #: for where it tunes one; set by the runner before training
     tune_metric = None
 
     def fit(self, examples, predictions, labels):
-        """Tune what is tuned on dev (a decision threshold) from the dev
-        predictions at each evaluation during training; returns :meth:`state`."""
+        """Fit :attr:`decisions` on the dev predictions at each evaluation
+        during training, and decode those predictions again with what was
+        fitted; returns :meth:`state`."""
         return self.state()
 
     def state(self):
         """What a model saved by this reader needs to decode the same way
         later (a tuned threshold, a detected tagging scheme): saved with every
         best/ and checkpoint, whether or not there was a dev set."""
-        return {}
+        return self.decisions.state()
 
     def load_state(self, state):
         """Restore what :meth:`state` returned."""
+        self.decisions.load_state(state or {})
 
     # ---- training batches (appzoo.data.sampler) ----------------------------
     def loss_targets(self, feature):
@@ -162,7 +166,9 @@ class DatasetReader:
         """Per training feature, a tuple of hashables (its query, its
         positive) that no batch mate may share, for trainer.sampler
         ``no_duplicates``; None where batch mates are not the negatives. The
-        plan calls it with ``[]``, as :meth:`sampling_classes`."""
+        plan calls it with ``[]``, as :meth:`sampling_classes`; a list there
+        says the batch mates are part of the loss, so batches are not
+        length-sorted by default (:func:`~appzoo.data.sampler.choose_sampler`)."""
         return None
 
     def audit_classes(self, examples, labels):

@@ -12,10 +12,9 @@ from appzoo.data.tabular import (
     wrong_type,
 )
 from appzoo.errors import ConfigError, DataError
-from appzoo.metrics.calibration import adjust, calibration, fit_temperature, scale
-from appzoo.metrics.classification import decision_score
+from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
-from appzoo.metrics.matching import best_f1_threshold
+from appzoo.task.decisions import Decisions, LogitAdjust, PerLabelThresholds, Temperature
 from appzoo.reports.mistakes import label_mistakes, multilabel_mistakes
 from appzoo.utils.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
@@ -23,11 +22,6 @@ from appzoo.registry import METRICS, READERS, did_you_mean
 
 #: ``dataset_reader.calibrate``: how the probabilities of a single-label model are calibrated on dev.
 CALIBRATIONS = ("none", "temperature")
-#: ``dataset_reader.logit_adjust: tune``: the values of tau tried on dev (0, no adjustment, among them)
-TAUS = tuple(round(0.1 * i, 1) for i in range(21))
-#: metrics a decision rule changes; logit_adjust is tuned for trainer.metric_for_best when it is one, else macro_f1
-DECISION_METRICS = ("accuracy", *(f"{a}_{m}" for a in ("macro", "micro", "weighted")
-                                  for m in ("precision", "recall", "f1")))
 #: what metrics.json also gives, with per_label_thresholds, at the global threshold: ``<name>_global_threshold``
 GLOBAL_THRESHOLD = ("macro_f1", "micro_f1")
 #: what metrics.json also gives without the adjustment, ``<name>_before_logit_adjust``
@@ -89,21 +83,17 @@ class ClassificationReader(DatasetReader):
         self.label_file = label_file
         self.multi_label = multi_label
         self.label_separator = label_separator
-        self.threshold = threshold
-        self.per_label_thresholds = per_label_thresholds
-        self.min_positives_to_tune = min_positives_to_tune
-        self.tuned = {}  # label -> {"threshold", "dev_f1", "dev_positives"}, from the last fit
         if calibrate != "none" and multi_label:
             raise ConfigError("dataset_reader.calibrate: 'temperature' scales a softmax over the labels; "
                               "multi_label decodes each label by its own sigmoid and threshold (use none)")
-        self.calibrate = calibrate
-        self.temperature = 1.0  # from the last fit (calibrate: temperature)
         if logit_adjust is not None and multi_label:
             raise ConfigError("dataset_reader.logit_adjust: adjusts a softmax over the labels; multi_label decodes "
                               "each label by its own sigmoid and threshold (per_label_thresholds tunes those)")
-        self.logit_adjust = logit_adjust
-        self.tau = 0.0 if logit_adjust in (None, "tune") else float(logit_adjust)  # "tune": from the last fit
-        self.priors = None  # the training label shares, from model_args or a saved state
+        if multi_label:
+            self.decisions = Decisions(PerLabelThresholds(threshold, per_label_thresholds, min_positives_to_tune))
+        else:  # a model used or trained further with calibrate none or without logit_adjust decodes as trained
+            self.decisions = Decisions(Temperature() if calibrate == "temperature" else None,
+                                       LogitAdjust(logit_adjust) if logit_adjust is not None else None)
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -225,20 +215,21 @@ class ClassificationReader(DatasetReader):
         """What :func:`classification_metrics` / :func:`multilabel_metrics` return as scalars, and the dev loss."""
         averages = [f"{a}_{m}" for a in ("macro", "micro", "weighted") for m in ("precision", "recall", "f1")]
         if self.multi_label:
-            beside = [f"{name}_global_threshold" for name in GLOBAL_THRESHOLD] if self.per_label_thresholds else []
+            beside = [f"{name}_global_threshold" for name in GLOBAL_THRESHOLD] if self.decisions.fits else []
             return ["subset_accuracy", *averages, "loss", *beside]
-        calibrated = ["ece_before_scaling"] if self.calibrate != "none" else []
+        calibrated = ["ece_before_scaling"] if self.decisions.get(Temperature) else []
         adjusted = ([f"{name}_before_logit_adjust" for name in BEFORE_ADJUST] + ["logit_adjust_tau"]
-                    if self.logit_adjust is not None else [])
+                    if self.decisions.get(LogitAdjust) else [])
         return ["accuracy", *averages, "loss", "ece", *calibrated, *adjusted]
 
     def model_args(self, labels, train_examples):
         """Also keeps the training label shares as the priors of ``logit_adjust`` (a label with no training
         example counts as one, so its log-prior stays finite)."""
         counts = label_counts(self._values(train_examples), labels) if train_examples else None
-        if counts is not None and not self.multi_label:
+        adjusting = self.decisions.get(LogitAdjust)
+        if counts is not None and adjusting:
             clamped = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
-            self.priors = (clamped / clamped.sum()).tolist()
+            adjusting.priors = (clamped / clamped.sum()).tolist()
         return {"num_labels": len(labels), "class_counts": counts, "multi_label": self.multi_label,
                 "train_size": len(train_examples) if train_examples else None}
 
@@ -264,13 +255,9 @@ class ClassificationReader(DatasetReader):
     def decode(self, examples, features, outputs, labels):
         probs = np.stack(outputs["probs"])
         if self.multi_label:
-            chosen = probs >= self.thresholds(labels)
+            chosen = self.decisions.apply(probs, labels)
             return [{"probs": p, "labels": [labels[j] for j in np.flatnonzero(c)]} for p, c in zip(probs, chosen)]
-        if self.temperature != 1.0:
-            probs = scale(probs, self.temperature)
-        if self.tau:
-            probs = adjust(probs, self.priors, self.tau)
-        return [{"probs": p, "label": labels[int(np.argmax(p))]} for p in probs]
+        return [{"probs": p, "label": labels[int(np.argmax(p))]} for p in self.decisions.apply(probs, labels)]
 
     def evaluate(self, examples, predictions, labels):
         index = {name: i for i, name in enumerate(labels)}
@@ -282,9 +269,10 @@ class ClassificationReader(DatasetReader):
                 pred[i, [index[v] for v in p["labels"]]] = 1
             metrics = METRICS.get("multilabel_classification", "metric")(gold, pred, labels)
             probs = np.stack([p["probs"] for p in predictions]) if predictions else None
-            if self.per_label_thresholds and probs is not None:  # beside: every label at the global threshold
-                same = METRICS.get("multilabel_classification", "metric")(gold, (probs >= self.threshold).astype(int),
-                                                                          labels)
+            cutoffs = self.decisions.get(PerLabelThresholds)
+            if cutoffs.tune and probs is not None:  # beside: every label at the global threshold
+                at_global = (probs >= cutoffs.threshold).astype(int)
+                same = METRICS.get("multilabel_classification", "metric")(gold, at_global, labels)
                 metrics.update({f"{name}_global_threshold": same[name] for name in GLOBAL_THRESHOLD})
             curves = {} if probs is None else {
                 name: threshold_curves(gold[:, j], probs[:, j], t)
@@ -293,17 +281,13 @@ class ClassificationReader(DatasetReader):
         gold = [index[e["label"]] for e in examples]
         pred = [index[p["label"]] for p in predictions]
         metrics = METRICS.get("classification", "metric")(gold, pred, labels)
-        if self.logit_adjust is not None and predictions:
-            before = METRICS.get("classification", "metric")(gold, list(self._unadjusted(predictions).argmax(axis=1)),
-                                                             labels)
+        adjusting = self.decisions.get(LogitAdjust)
+        if adjusting and predictions:  # temperature scaling kept
+            unadjusted = adjusting.undo(np.stack([p["probs"] for p in predictions]))
+            before = METRICS.get("classification", "metric")(gold, list(unadjusted.argmax(axis=1)), labels)
             metrics.update({f"{name}_before_logit_adjust": before[name] for name in BEFORE_ADJUST},
-                           logit_adjust_tau=self.tau)
+                           logit_adjust_tau=adjusting.tau)
         return {**metrics, **self._calibration(predictions, gold)}
-
-    def _unadjusted(self, predictions):
-        """The probabilities of ``predictions`` without the logit adjustment (temperature scaling kept)."""
-        probs = np.stack([p["probs"] for p in predictions])
-        return adjust(probs, self.priors, -self.tau) if self.tau else probs
 
     def _calibration(self, predictions, gold):
         """``ece`` and the reliability bins (``calibration``) of the probabilities
@@ -313,96 +297,42 @@ class ClassificationReader(DatasetReader):
         probs = np.stack([p["probs"] for p in predictions])
         correct = probs.argmax(axis=1) == np.asarray(gold)
         table = calibration(probs.max(axis=1), correct)
-        out = {"ece": table["ece"], "calibration": {**table, "temperature": self.temperature}}
-        if self.temperature != 1.0:
-            unscaled = scale(probs, 1.0 / self.temperature)
+        scaling = self.decisions.get(Temperature)
+        temperature = scaling.temperature if scaling else 1.0
+        out = {"ece": table["ece"], "calibration": {**table, "temperature": temperature}}
+        if temperature != 1.0:
+            unscaled = scaling.undo(probs)
             out["ece_before_scaling"] = calibration(unscaled.max(axis=1), correct)["ece"]
         return out
 
-    # ---- multi-label thresholds -------------------------------------------
+    # ---- decision rules (appzoo.task.decisions) ------------------------------
     def thresholds(self, labels):
-        """The decision threshold of each of ``labels``: tuned on dev where
-        :meth:`fit` (or a saved state) tuned one, else ``threshold``."""
-        tuned = self.tuned if self.per_label_thresholds else {}
-        return np.array([tuned[name]["threshold"] if name in tuned else self.threshold for name in labels])
+        """Multi-label: the decision threshold of each of ``labels`` (:class:`PerLabelThresholds`)."""
+        return self.decisions.get(PerLabelThresholds).thresholds(labels)
 
     def fit(self, examples, predictions, labels):
-        """Multi-label with ``per_label_thresholds``: tune each label's
-        threshold for its best F1 on these (dev) predictions, for labels with
-        at least ``min_positives_to_tune`` positives; the others keep
-        ``threshold``. Candidates and ties as
-        :func:`~appzoo.metrics.matching.best_f1_threshold`."""
-        if self.calibrate == "temperature" and examples:
-            self._fit_temperature(examples, predictions, labels)
-        if self.logit_adjust == "tune" and examples:
-            self._tune_tau(examples, predictions, labels)
-        if not (self.multi_label and self.per_label_thresholds) or not examples:
+        """Fit the rules of :attr:`decisions` on these (dev) predictions, in
+        their order (temperature, then logit adjustment; multi-label: the
+        per-label thresholds), and decode the predictions again with them."""
+        if not examples or not self.decisions.fits:
             return self.state()
         probs = np.stack([p["probs"] for p in predictions])
         index = {name: j for j, name in enumerate(labels)}
-        gold = np.zeros(probs.shape, dtype=int)
-        for i, example in enumerate(examples):
-            gold[i, [index[v] for v in example["label"]]] = 1
-        self.tuned = {}
-        for j, name in enumerate(labels):
-            positives = int(gold[:, j].sum())
-            if positives >= self.min_positives_to_tune:
-                threshold, f1 = best_f1_threshold(gold[:, j], probs[:, j])
-                self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
-        chosen = probs >= self.thresholds(labels)  # these predictions, decoded with the thresholds just tuned
-        for p, row in zip(predictions, chosen):
-            p["labels"] = [labels[j] for j in np.flatnonzero(row)]
-        return self.state()
-
-    def _tune_tau(self, examples, predictions, labels):
-        """Choose tau among :data:`TAUS` for the best ``tune_metric`` on these (dev) predictions (the smallest
-        tau of equals, so 0 unless an adjustment helps), and decode them again with it."""
-        if self.priors is None:
-            raise ConfigError("dataset_reader.logit_adjust: needs the training label priors, which this model "
-                              "was saved without; train it with logit_adjust set")
-        metric = self.tune_metric if self.tune_metric in DECISION_METRICS else "macro_f1"
-        index = {name: i for i, name in enumerate(labels)}
+        if self.multi_label:
+            gold = np.zeros(probs.shape, dtype=int)
+            for i, example in enumerate(examples):
+                gold[i, [index[v] for v in example["label"]]] = 1
+            for p, row in zip(predictions, self.decisions.fit(probs, gold, labels, self.tune_metric)):
+                p["labels"] = [labels[j] for j in np.flatnonzero(row)]
+            return self.state()
         gold = [index[e["label"]] for e in examples]
-        raw = self._unadjusted(predictions)
-        best = max(TAUS, key=lambda tau: (decision_score(gold, adjust(raw, self.priors, tau).argmax(axis=1),
-                                                         len(labels), metric), -tau))
-        self.tau = float(best)
-        for p, probs in zip(predictions, adjust(raw, self.priors, self.tau)):
-            p["probs"], p["label"] = probs, labels[int(np.argmax(probs))]
-
-    def _fit_temperature(self, examples, predictions, labels):
-        """Fit the temperature on these (dev) predictions and rescale their probabilities with it."""
-        index = {name: i for i, name in enumerate(labels)}
-        unscaled = scale(np.stack([p["probs"] for p in predictions]), 1.0 / self.temperature)
-        self.temperature = fit_temperature(unscaled, [index[e["label"]] for e in examples])
-        for p, probs in zip(predictions, scale(unscaled, self.temperature)):
-            p["probs"] = probs
-
-    def state(self):
-        """Multi-label: the global ``threshold`` and the tuned ones (``{label:
-        {"threshold", "dev_f1", "dev_positives"}}``; labels not listed use
-        ``threshold``). Single-label with ``calibrate``: the fitted ``temperature``."""
-        if not self.multi_label:
-            state = {"temperature": self.temperature} if self.calibrate != "none" else {}
-            if self.logit_adjust is not None:
-                state["logit_adjust"] = {"tau": self.tau, "priors": self.priors}
-            return state
-        return {"threshold": self.threshold, "per_label": {k: dict(v) for k, v in self.tuned.items()}}
-
-    def load_state(self, state):
-        self.tuned = {k: dict(v) for k, v in (state or {}).get("per_label", {}).items()}
-        # a model trained further with calibrate none keeps its softmax as trained
-        self.temperature = float((state or {}).get("temperature", 1.0)) if self.calibrate != "none" else 1.0
-        saved = (state or {}).get("logit_adjust")
-        if saved and saved.get("priors"):
-            self.priors = [float(v) for v in saved["priors"]]
-        if self.logit_adjust is None:  # a model used or trained further without it decodes as trained
-            self.tau = 0.0
-        elif self.logit_adjust == "tune":
-            self.tau = float(saved["tau"]) if saved else 0.0
-        if self.tau and self.priors is None:
-            raise ConfigError("dataset_reader.logit_adjust: needs the training label priors, which this model "
-                              "was saved without; train it with logit_adjust set")
+        adjusting = self.decisions.get(LogitAdjust)
+        relabel = adjusting is not None and adjusting.fits  # a temperature keeps the argmax
+        for p, row in zip(predictions, self.decisions.fit(probs, gold, labels, self.tune_metric)):
+            p["probs"] = row
+            if relabel:
+                p["label"] = labels[int(np.argmax(row))]
+        return self.state()
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

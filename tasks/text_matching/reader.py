@@ -30,8 +30,8 @@ from appzoo.data.tabular import (
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
-from appzoo.metrics.matching import best_f1_threshold
 from appzoo.reports.mistakes import label_mistakes
+from appzoo.task.decisions import Decisions, Threshold
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.pairs import read_pairs
 
@@ -74,9 +74,7 @@ class MatchingReader(DatasetReader):
         self.fields = columns(format, text_a=(text_a_column, 0), text_b=(text_b_column, 1),
                               label=(label_column, 2))
         self.positive_label, self.negative_label = positive_label, negative_label
-        self.threshold = threshold
-        self.tuned_threshold = None
-        self.tuned_f1 = None
+        self.decisions = Decisions(Threshold(threshold, DEFAULT_THRESHOLD))
 
     # ---- data side -------------------------------------------------------
     def read(self, path, split):
@@ -223,10 +221,8 @@ class MatchingReader(DatasetReader):
 
     @property
     def decision_threshold(self):
-        """The configured threshold, else the one tuned on dev, else 0.5."""
-        if self.threshold is not None:
-            return self.threshold
-        return self.tuned_threshold if self.tuned_threshold is not None else DEFAULT_THRESHOLD
+        """The configured threshold, else the one tuned on dev, else 0.5 (:class:`Threshold`)."""
+        return self.decisions.get(Threshold).value
 
     def evaluate(self, examples, predictions, labels):
         gold = [int(e["label"] == self.positive_label) for e in examples]
@@ -249,22 +245,10 @@ class MatchingReader(DatasetReader):
 
     def fit(self, examples, predictions, labels):
         """Tune the decision threshold on dev for the best F1 (unless one is configured)."""
-        if self.threshold is not None:
-            return self.state()
-        gold = [int(e["label"] == self.positive_label) for e in examples]
-        self.tuned_threshold, self.tuned_f1 = best_f1_threshold(gold, [p["score"] for p in predictions])
+        if self.decisions.fits:
+            gold = [int(e["label"] == self.positive_label) for e in examples]
+            self.decisions.fit([p["score"] for p in predictions], gold, labels, self.tune_metric)
         return self.state()
-
-    def state(self):
-        if self.threshold is not None:
-            return {"threshold": self.threshold, "tuned": False}
-        if self.tuned_threshold is None:  # no dev set: nothing was tuned
-            return {"threshold": DEFAULT_THRESHOLD, "tuned": False}
-        return {"threshold": self.tuned_threshold, "tuned": True, "dev_f1": self.tuned_f1}
-
-    def load_state(self, state):
-        self.tuned_threshold = state.get("threshold") if state.get("tuned") else None
-        self.tuned_f1 = state.get("dev_f1")
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

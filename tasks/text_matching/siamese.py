@@ -106,19 +106,14 @@ class PairwiseMatchingReader(SiameseMatchingReader):
     def plan_model_args(self):
         return {"negatives": self.negatives}
 
-    @property
-    def batch_composition_matters(self):
-        """In-batch negatives: a length-sorted batch would hold easy negatives
-        (trainer.sampler is then no_duplicates unless set)."""
-        return self.negatives == "in_batch"
-
     def sampling_classes(self, features):
         return None  # triples and in-batch positive pairs have no class
 
     def duplicate_keys(self, features):
         """In-batch negatives: a pair's query and positive (as encoded, which
         is what the collate compares); a batch mate sharing either would be a
-        false negative."""
+        false negative, and a length-sorted batch would hold easy negatives
+        (trainer.sampler is then no_duplicates unless set)."""
         if self.negatives != "in_batch":
             return None
         return [(tuple(f["query_input_ids"]), tuple(f["positive_input_ids"])) for f in features]
