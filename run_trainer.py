@@ -166,18 +166,20 @@ def plan_search_of(args, config, do, command=None):
 
 
 def _backend(args):
-    """None (this process), or the Ray backend of ``--backend ray`` (checked, not yet connected)."""
+    """Where the trials or runs run: this process, or the Ray backend of ``--backend ray`` (checked, not yet
+    connected)."""
+    from appzoo.experiments.backends import LOCAL
+    from appzoo.experiments.ray import Ray
+
     if args.backend == "local":
         given = [flag for flag, value in (("--address", args.address), ("--cpus-per-trial", args.cpus_per_trial),
                                           ("--gpus-per-trial", args.gpus_per_trial)) if value is not None]
         if given:
             raise UserError(f"{given[0]} belongs to --backend ray (trials and runs as Ray tasks); add "
                             f"--backend ray, or leave it out")
-        return None
-    from appzoo.experiments.ray import Backend
-
+        return LOCAL
     cpus, gpus = args.cpus_per_trial, args.gpus_per_trial
-    return Backend(address=args.address, cpus=1 if cpus is None else cpus, gpus=0 if gpus is None else gpus)
+    return Ray(address=args.address, cpus=1 if cpus is None else cpus, gpus=0 if gpus is None else gpus)
 
 
 def parse_do(text):

@@ -1,5 +1,6 @@
-"""report.html (appzoo/reports/html.py): one self-contained page per run and per sweep, on made-up data with
-known answers, opened in a real browser (headless Chromium, tests/browser.py)."""
+"""report.html (appzoo/reports/html.py; a sweep's, appzoo/sweep/page.py, from its parts): one self-contained page
+per run and per sweep, on made-up data with known answers, opened in a real browser (headless Chromium,
+tests/browser.py)."""
 import re
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 import browser
 from appzoo.reports import mistakes, report, html as report_html
+from appzoo.sweep import page as sweep_page
 from tasks.sequence_labeling.reader import SequenceLabelingReader
 from tasks.text_classification.reader import ClassificationReader
 
@@ -176,7 +178,7 @@ def planted_summary():
 
 
 def test_a_sweep_page_shows_the_verdicts_and_flags_classes_never_right(chromium, tmp_path):
-    report_html.write_sweep(str(tmp_path), planted_summary())
+    sweep_page.write(str(tmp_path), planted_summary())
     driver = opened(chromium, tmp_path / "report.html")
     cells = [[c.text for c in r.find_elements("css selector", "td")]
              for r in driver.find_elements("css selector", "#settings tbody tr")]

@@ -105,7 +105,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_on
     real_run = runner.run
     calls = []
 
-    def killed_after_the_checkpoint(plan):
+    def killed_after_the_checkpoint(plan, callbacks=()):
         calls.append((plan.trainer.output_dir, plan.trainer.resume))
         if len(calls) == 2:  # the second run saved its checkpoint, then the process was stopped
             real_run(plan)
@@ -124,8 +124,8 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_interrupted_on
     assert partial["settings"][0]["verdict"] == "baseline"
 
     calls.clear()
-    monkeypatch.setattr(runner, "run", lambda plan: calls.append((plan.trainer.output_dir, plan.trainer.resume))
-                        or real_run(plan))
+    monkeypatch.setattr(runner, "run", lambda plan, callbacks=(): calls.append((plan.trainer.output_dir,
+                                                                               plan.trainer.resume)) or real_run(plan))
     assert run_trainer.main(args) == 0
     assert calls == [(second, True), (third, False)], "the finished run is skipped, the stopped one resumed"
     assert os.stat(os.path.join(first, "metrics.json")).st_mtime_ns == mtime
@@ -157,7 +157,7 @@ def test_a_diverged_run_is_a_recorded_result_and_the_sweep_goes_on(tmp_path, cap
     assert (out / "sweep" / "sweep.png").stat().st_size > 0
 
     calls = []
-    monkeypatch.setattr(runner, "run", lambda plan: calls.append(plan.trainer.output_dir))
+    monkeypatch.setattr(runner, "run", lambda plan, callbacks=(): calls.append(plan.trainer.output_dir))
     assert run_trainer.main(args) == 0 and calls == [], "diverged runs have ended: the sweep does not redo them"
     assert "4 of 4 runs already ended (2 diverged); skipped" in "".join(capsys.readouterr())
 
@@ -175,7 +175,7 @@ def test_two_workers_share_a_sweep_a_run_finished_by_the_other_is_skipped(tmp_pa
     real_run = runner.run
     outer, inner = [], []
 
-    def run(plan):
+    def run(plan, callbacks=()):
         seed = plan.trainer.seed
         if inner or outer:  # the second worker, started while the first trains its first run
             inner.append(seed)
@@ -203,7 +203,7 @@ def test_a_run_another_live_process_holds_is_left_to_it(tmp_path, monkeypatch, c
                                f"print('locked', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
     real_run = runner.run
     calls = []
-    monkeypatch.setattr(runner, "run", lambda plan: calls.append(plan.trainer.seed) or real_run(plan))
+    monkeypatch.setattr(runner, "run", lambda plan, callbacks=(): calls.append(plan.trainer.seed) or real_run(plan))
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert run_trainer.main(args) == 0
@@ -423,7 +423,7 @@ def test_an_axis_of_several_keys_sets_them_together():
     (["--seeds", "0"], r"--seeds: must be >= 1, got 0"),
 ])
 def test_a_bad_sweep_is_one_line_before_any_run(flags, message, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(runner, "run", lambda plan: pytest.fail("no run may start"))
+    monkeypatch.setattr(runner, "run", lambda plan, callbacks=(): pytest.fail("no run may start"))
     out = tmp_path / "out"
     assert run_trainer.main(tiny(out, *flags)) == 2
     err = capsys.readouterr().err.strip()

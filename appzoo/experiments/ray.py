@@ -6,7 +6,7 @@
 Each trial or run is one task that asks Ray for ``--cpus-per-trial`` CPUs (default 1) and
 ``--gpus-per-trial`` GPUs (default 0), and trains with that many paddle threads, so a cluster of C CPUs
 runs C / cpus trials at once. The driver (this process) keeps the study's bookkeeping: it starts each
-trial (:func:`appzoo.search.study.next_trial`), hands its settings to a task, and rewrites the results as
+trial (:func:`appzoo.search.study.next_trial`), hands its job to a task, and rewrites the results as
 tasks end; the tasks write into the same output folder, which on a cluster of several machines must be
 a shared file system (as for two workers of one study). Ray is an optional dependency
 (``pip install 'appzoo[ray]'``): an 80 MB wheel most users of one machine never need.
@@ -17,19 +17,27 @@ import sys
 
 from appzoo.env import available_cores
 from appzoo.errors import UserError, first_line
+from appzoo.experiments.backends import Backend
 from appzoo.utils.progress import note
 
 RAY_TESTED = "2.60.0"
 _READY = []  # this worker process has paddle loaded and the components registered
 
 
-class Backend:
+class Ray(Backend):
+    """Each job one Ray task of ``cpus`` CPUs and ``gpus`` GPUs, as many at once as the cluster holds."""
+    name = "ray"
+
+    @staticmethod
+    def is_available():
+        return importlib.util.find_spec("ray") is not None
+
     def __init__(self, address=None, cpus=1, gpus=0):
         if not cpus > 0:
             raise UserError(f"--cpus-per-trial: must be > 0, got {cpus:g}")
         if not gpus >= 0:
             raise UserError(f"--gpus-per-trial: must be >= 0, got {gpus:g}")
-        if importlib.util.find_spec("ray") is None:
+        if not self.is_available():
             raise UserError(f"--backend ray needs the ray package: pip install 'appzoo[ray]' "
                             f"(or pip install ray=={RAY_TESTED})")
         self.address, self.cpus, self.gpus = address, cpus, gpus
@@ -45,7 +53,7 @@ class Backend:
         import ray
 
         if not ray.is_initialized():
-            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # appzoo/ and tasks/
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # appzoo/, tasks/
             path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
             env = {"PYTHONPATH": path, "OMP_NUM_THREADS": str(self.threads)}
             # a local cluster gets the cores this process may use (Ray would count the machine's)
@@ -62,78 +70,51 @@ class Backend:
             raise UserError(f"--cpus-per-trial {self.cpus:g}: the Ray cluster has {cpus:g} CPU(s)")
         return slots
 
-    def _remote(self, function):
+    def run(self, jobs, on_done):
+        """Keep every slot of the cluster busy with a job until ``jobs`` has none left. A job whose task
+        raised: its ``on_failure``, then a UserError goes on up (its one line), anything else is noted and
+        the others go on (``on_done(job, None)``)."""
         import ray
-
-        return ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(function)
-
-    def _results(self, pending):
-        """``(key, result, exception or None)`` of each task as it ends; a UserError inside a task comes
-        out as itself (its one line), anything else as the RayTaskError."""
-        import ray
-
-        done, _ = ray.wait(list(pending), num_returns=1)
-        for ref in done:
-            key = pending.pop(ref)
-            try:
-                result = ray.get(ref)
-            except ray.exceptions.RayTaskError as error:
-                cause = getattr(error, "cause", None)
-                yield key, None, cause if isinstance(cause, BaseException) else error
-            else:
-                yield key, result, None
-
-    # ------------------------------------------------------------ a search
-    def run_trials(self, search, study, worker, started):
-        """Keep every slot of the cluster busy with a trial until the study has its trials."""
-        from optuna.trial import TrialState
-
-        from appzoo.search import results
-        from appzoo.search.study import next_trial
 
         slots = self.connect()
-        task = self._remote(_trial_task)
-        pending, why = {}, None
+        task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(_run_job)
+        pending, jobs = {}, iter(jobs)
         try:
             while True:
-                while why is None and len(pending) < slots:
-                    trial, overrides = next_trial(search, study, worker, started)
-                    if trial is None:
-                        why = overrides
+                while len(pending) < slots:
+                    job = next(jobs, None)
+                    if job is None:
                         break
-                    # the task joins the study with the trial's id (the storage's key of the trial)
-                    pending[task.remote(search, trial._trial_id, overrides, os.getcwd(), self.threads)] = trial
+                    pending[task.remote(job.work, os.getcwd(), self.threads)] = job
                 if not pending:
-                    return why
-                for trial, _, error in self._results(pending):
+                    return
+                for job, result, error in _results(pending):
                     if error is not None:
-                        study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+                        if job.on_failure is not None:
+                            job.on_failure()
                         if isinstance(error, UserError):
                             raise error
-                        note(f"search: trial {trial.number} failed in its Ray task: {_last_line(error)}")
-                    results.write(search, study)
+                        note(f"{job.name} failed in its Ray task: {_last_line(error)}")
+                    on_done(job, result)
         finally:
             _cancel(pending)
 
-    # ------------------------------------------------------------- a sweep
-    def run_runs(self, sweep, todo, ended):
-        """Run the sweep's runs ``todo`` as tasks; ``ended(run)`` after each (the results rewritten)."""
-        slots = self.connect()
-        task = self._remote(_sweep_task)
-        pending, queue = {}, list(todo)
+
+def _results(pending):
+    """``(job, result, exception or None)`` of each task as it ends; a UserError inside a task comes out as
+    itself (its one line), anything else as the RayTaskError."""
+    import ray
+
+    done, _ = ray.wait(list(pending), num_returns=1)
+    for ref in done:
+        job = pending.pop(ref)
         try:
-            while queue or pending:
-                while queue and len(pending) < slots:
-                    r = queue.pop(0)
-                    pending[task.remote(sweep, sweep.runs.index(r), os.getcwd(), self.threads)] = r
-                for r, holder, error in self._results(pending):
-                    if isinstance(error, UserError):
-                        raise error
-                    if error is not None:
-                        note(f"sweep: {r.setting.name} seed {r.seed} failed in its Ray task: {_last_line(error)}")
-                    ended(r, holder)
-        finally:
-            _cancel(pending)
+            result = ray.get(ref)
+        except ray.exceptions.RayTaskError as error:
+            cause = getattr(error, "cause", None)
+            yield job, None, cause if isinstance(cause, BaseException) else error
+        else:
+            yield job, result, None
 
 
 def _cancel(pending):
@@ -168,21 +149,6 @@ def _set_up(cwd, threads):
     _READY.append(True)
 
 
-def _trial_task(search, trial_id, overrides, cwd, threads):
-    import optuna
-
-    from appzoo.search.study import load_study, run_trial
-
+def _run_job(work, cwd, threads):
     _set_up(cwd, threads)
-    study = load_study(search)
-    return run_trial(search, study, optuna.trial.Trial(study, trial_id), overrides, threads=threads)
-
-
-def _sweep_task(sweep, index, cwd, threads):
-    from appzoo.sweep.runs import run_one
-
-    _set_up(cwd, threads)
-    run = sweep.runs[index]
-    if not run.plan.trainer.num_threads:  # in the plan, and in the config a re-plan starts from
-        run.plan.trainer.num_threads = run.config["trainer"]["num_threads"] = threads
-    return run_one(sweep, run)
+    return work(threads=threads)

@@ -1,6 +1,8 @@
 """Param files: reading JSON or YAML into a dict (duplicate keys, non-UTF-8 text and bad syntax are
-one line each), and ``--set KEY.PATH=VALUE`` overrides. Validating the keys: :mod:`appzoo.params.keys`.
+one line each), and ``--set KEY.PATH=VALUE`` overrides. The key-path walk (:func:`get_key`, :func:`set_key`)
+is here, below the sweep and the search that use it too. Validating the keys: :mod:`appzoo.params.keys`.
 """
+import copy
 import json
 import os
 import re
@@ -194,15 +196,31 @@ def apply_overrides(config, overrides):
         if len(parts) == 1 and not isinstance(value, dict):
             raise ConfigError(f"--set {item!r}: {parts[0]} is a section and takes an object, got {raw.strip()}; "
                               f"set one of its keys with --set {parts[0]}.KEY=VALUE")
-        node = config
-        for depth, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(
-                    f"--set {item!r}: {'.'.join(parts[:depth + 1])} is {child!r}, not an object"
-                )
-            node = child
-        node[parts[-1]] = value
+        set_key(config, key.strip(), value, f"--set {item!r}")
     return config
+
+
+def get_key(config, key, default=None):
+    """The value at the key path ``key`` (``model.loss.name``) of a param tree, or ``default`` where the
+    path stops short (a key absent, or a value that is not an object on the way)."""
+    node = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def set_key(config, key, value, where):
+    """Set the key path ``key`` of a param tree to a copy of ``value``, making the objects on the way;
+    ``where`` (the flag and its text) begins the message when a value on the way is not an object."""
+    node = config
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"{where}: {'.'.join(parts[:depth + 1])} is {child!r}, not an object")
+        node = child
+    node[parts[-1]] = copy.deepcopy(value)

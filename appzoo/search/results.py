@@ -1,16 +1,14 @@
 """The results of a search: ``search.json``, ``search.md``, ``search.png`` and ``best-params.json`` in
-``<output_dir>/search/``, rewritten after every trial; the best trial evaluated on dev and test once the
-study has all its trials (chosen on dev, reported on test)."""
-import copy
+``<output_dir>/search/``, rewritten after every trial, with the best trial's test metrics once the study
+has evaluated it (chosen on dev, reported on test: :func:`appzoo.search.study.finish`)."""
 import json
 import os
 import shlex
 
 from appzoo.store.archive import RunFolder
+from appzoo.experiments.variants import variant
 from appzoo.utils import files
 from appzoo.utils.markdown import cell, literal
-from appzoo.utils.progress import note
-from appzoo.sweep.settings import set_key
 
 STATES = {"COMPLETE": "finished", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
           "WAITING": "queued"}
@@ -99,11 +97,8 @@ def _confirm_command(search, best):
 def best_params(search, best):
     """The best trial's settings as a complete param file: the searched param file with them set, and a
     run folder of its own."""
-    config = copy.deepcopy(search.base)
-    for key, value in best["params"].items():
-        set_key(config, key, value)
-    trainer = config.setdefault("trainer", {})
-    trainer["output_dir"] = os.path.join(search.root, "best-run")
+    config = variant(search.base, best["params"], output_dir=os.path.join(search.root, "best-run"))
+    trainer = config["trainer"]
     for key in ("resume", "overwrite_output_dir"):
         trainer.pop(key, None)
     return config
@@ -238,42 +233,3 @@ def write(search, study, summary=None):
         files.write_json(os.path.join(search.root, "best-params.json"), best_params(search, summary["best"]))
     plot(summary, study, os.path.join(search.root, "search.png"))
     return summary
-
-
-def finish(search, study):
-    """When the study has all its trials and none runs: evaluate the best trial on dev and test (once).
-    Then write the results (other workers' trials may have ended since this worker's last)."""
-    from optuna.trial import TrialState
-
-    summary = summarise(search, study)
-    trials = study.get_trials(deepcopy=False)
-    open_trials = [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    best = summary["best"]
-    if open_trials:
-        note(f"search: {len(open_trials)} trial(s) still running or queued; the results are complete once "
-             f"they end (or run this command again)")
-    elif len(counted(trials)) >= search.settings.trials and best is not None and not best.get("test") \
-            and _evaluate(search, best):
-        summary = summarise(search, study)  # with the best trial's test metrics
-    return write(search, study, summary)
-
-
-def _evaluate(search, best):
-    """Evaluate the best trial's model on dev and test (its metrics.json gets both); False when the
-    param file has no test split or another worker is at it."""
-    from appzoo.run import runner
-    from appzoo.store.archive import FolderInUse
-    from appzoo.run.plan import validate
-
-    folder = best["folder"]
-    config = search.trial_config(best["params"], folder)
-    config["trainer"].update(resume=False, do=["eval"])
-    plan = validate(config, search.param_path, do=["eval"])
-    if plan.data.test is None:
-        return False
-    note(f"search: evaluating the best trial ({folder}) on dev and test")
-    try:
-        runner.run(plan)
-    except FolderInUse:
-        return False
-    return True

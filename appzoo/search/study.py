@@ -14,6 +14,7 @@ import contextlib
 import copy
 import dataclasses
 import fcntl
+import functools
 import json
 import os
 import socket
@@ -22,15 +23,17 @@ import time
 import urllib.parse
 from typing import List, Optional
 
-from appzoo.run import callbacks as cb
-from appzoo.utils import files
-from appzoo.errors import ConfigError, DivergedError, Interrupted, RunError, UserError, first_line
-from appzoo.utils.progress import note
-from appzoo.search import results
+from appzoo.errors import ConfigError, DivergedError, RunError, UserError, first_line
+from appzoo.experiments import jobs
+from appzoo.experiments.backends import LOCAL
+from appzoo.experiments.jobs import Job
+from appzoo.experiments.variants import check_trains, fresh, get_key, plan_variant, variant
 from appzoo.params.search import SearchConfig
+from appzoo.run import callbacks as cb
+from appzoo.run.plan import validate
+from appzoo.search import results
 from appzoo.search.space import Dimension, parse_specs
-from appzoo.sweep.settings import set_key
-from appzoo.sweep.summary import DIVERGED_FILE
+from appzoo.utils.progress import note
 
 STUDY_NAME = "search"
 STUDY_FILE = "study.db"
@@ -57,13 +60,10 @@ class Search:
         return os.path.join(self.root, f"trial-{number:04d}")
 
     def trial_config(self, overrides, folder, threads=None):
-        config = copy.deepcopy(self.base)
-        for key, value in overrides.items():
-            set_key(config, key, value)
-        trainer = config.setdefault("trainer", {})
-        trainer.update(output_dir=folder, resume="auto", overwrite_output_dir=True, do=["train"])
-        if threads and not trainer.get("num_threads"):
-            trainer["num_threads"] = threads
+        config = variant(self.base, overrides, output_dir=folder, resume="auto", overwrite_output_dir=True,
+                         do=["train"])
+        if threads and not config["trainer"].get("num_threads"):
+            config["trainer"]["num_threads"] = threads
         return config
 
 
@@ -77,15 +77,11 @@ def check_installed():
 # ------------------------------------------------------------------ planning
 def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, command=None):
     """Check the search section, the space and every range's ends against the param file; writes nothing."""
-    from appzoo.run.plan import validate
-    from appzoo.store.resolve import _MISSING
-
     check_installed()
     if int(os.environ.get("PADDLE_TRAINERS_NUM", "1")) > 1:
         raise UserError("--search runs each trial in one process; start it without paddle.distributed.launch "
                         "(two workers of one study: the same command twice, or --backend ray)")
-    if do is not None and "train" not in do:
-        raise ConfigError(f"--search: a search trains; --do {','.join(do)} has no 'train'")
+    check_trains("search", do)
     section = dict(config.get("search") or {})
     if trials is not None:
         section["trials"] = trials
@@ -94,20 +90,14 @@ def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, c
     settings = SearchConfig.from_section(section)
     dimensions = parse_specs(specs, settings.space)
     base = {k: copy.deepcopy(v) for k, v in config.items() if k != "search"}
-    probe = copy.deepcopy(base)
-    probe.setdefault("trainer", {}).update(resume=False, overwrite_output_dir=True, do=None)
+    probe = fresh(base, do=None)
     plan = validate(probe, param_path, do=["train"])
     if plan.data.dev is None:
         raise ConfigError("--search: trials are judged on dev; set dataset_reader.dev")
     for dimension in dimensions:  # each end of each range, each choice: a bad key or value stops here
         for value in dimension.extremes():
-            trial = copy.deepcopy(probe)
-            set_key(trial, dimension.key, value)
-            try:
-                validate(trial, param_path, do=["train"])
-            except ConfigError as e:
-                raise ConfigError(f"search {dimension.key}={dimension.text}: with {json.dumps(value)}: {e}") \
-                    from None
+            plan_variant(variant(probe, {dimension.key: value}), param_path, ["train"],
+                         f"search {dimension.key}={dimension.text}: with {json.dumps(value)}")
     by_key = {d.key: d for d in dimensions}
     for i, start in enumerate(settings.start_with):
         for key, value in start.items():
@@ -117,12 +107,7 @@ def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, c
             if not by_key[key].contains(value):
                 raise ConfigError(f"search.start_with[{i}].{key}: {json.dumps(value)} is outside "
                                   f"{by_key[key].text}")
-    baseline = {}
-    for d in dimensions:
-        node = plan.config
-        for part in d.key.split("."):
-            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
-        baseline[d.key] = None if node is _MISSING else node
+    baseline = {d.key: get_key(plan.config, d.key) for d in dimensions}
     root = os.path.join(plan.trainer.output_dir, "search")
     check_study_folder(root)
     return Search(root, base, settings, dimensions, plan.metric, plan.greater, baseline, param_path, command)
@@ -401,9 +386,6 @@ def run_trial(search, study, trial, overrides, threads=None):
     """Train one trial in its folder and tell the study how it ended; returns that state's name."""
     from optuna.trial import TrialState
 
-    from appzoo.run import runner
-    from appzoo.run.plan import validate
-
     folder = trial.user_attrs.get("folder") or search.trial_folder(trial.number)
     shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in overrides.items())
     cpu, wall = time.process_time(), time.time()
@@ -422,26 +404,22 @@ def run_trial(search, study, trial, overrides, threads=None):
         return record(TrialState.FAIL, error=str(error))
     report = ReportToTrial(trial)
     note(f"search: trial {trial.number}: {shown} -> {folder}")
-    try:
-        metrics = runner.run(plan, callbacks=[report])
-    except DivergedError as error:
-        files.write_json(os.path.join(folder, DIVERGED_FILE), {"trial": trial.number, "error": str(error)})
+    # stopped, the trial is left running: the next start sees this worker gone and continues it
+    outcome = jobs.run(plan, {"trial": trial.number}, f"the same --search command continues the study, and trial "
+                                                      f"{trial.number} from that checkpoint", callbacks=[report])
+    error = outcome.error
+    if outcome.state == jobs.DIVERGED:
         note(f"search: trial {trial.number} diverged ({error}); recorded, and the search goes on")
         return record(TrialState.FAIL, diverged=str(error))
-    except Interrupted as stop:  # left running: the next start sees this worker gone and continues the trial
-        if stop.advice is None:
-            raise
-        raise stop.advising(f"the same --search command continues the study, and trial {trial.number} from "
-                            f"that checkpoint") from None
-    except UserError as error:  # from the data with these settings (a loss that needs every class, say)
+    if error is not None:  # from the data with these settings (a loss that needs every class, say)
         state = record(TrialState.FAIL, error=str(error))
         ended = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
         if not ended or isinstance(error, RunError):  # no trial got through yet: all would fail the same way;
-            raise  # or the disk is full
+            raise error  # or the disk is full
         note(f"search: trial {trial.number} ({shown}) failed: {error}; recorded, and the search goes on")
         return state
-    value = metrics["best"]["value"]
-    attrs = {"steps": metrics["train"]["steps"]}
+    value = outcome.metrics["best"]["value"]
+    attrs = {"steps": outcome.metrics["train"]["steps"]}
     if report.pruned_at is not None:
         note(f"search: trial {trial.number} pruned at step {report.pruned_at}")
         return record(TrialState.PRUNED, pruned_at_step=report.pruned_at, best_value=value, **attrs)
@@ -451,28 +429,66 @@ def run_trial(search, study, trial, overrides, threads=None):
     return record(TrialState.COMPLETE, float(value), **attrs)
 
 
+class TrialWork:
+    """A trial's job: :func:`run_trial` with the driver's study and trial here; pickled for a Ray task, it
+    carries the trial's id (the storage's key of it) and joins the study there, as a connection cannot
+    travel."""
+
+    def __init__(self, search, study, trial, overrides):
+        self.search, self.study, self.trial, self.overrides = search, study, trial, overrides
+        self.trial_id = trial._trial_id
+
+    def __getstate__(self):
+        return {"search": self.search, "trial_id": self.trial_id, "overrides": self.overrides}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, study=None, trial=None)
+
+    def __call__(self, threads=None):
+        study, trial = self.study, self.trial
+        if study is None:
+            import optuna
+
+            study = load_study(self.search)
+            trial = optuna.trial.Trial(study, self.trial_id)
+        return run_trial(self.search, study, trial, self.overrides, threads=threads)
+
+
 # ----------------------------------------------------------------- running
-def run_search(search, backend=None):
+def run_search(search, backend=LOCAL):
     """Run trials until the study has its trials (or this worker's time is spent); then evaluate the
-    best trial on dev and test and write the results. ``backend``: None (trials in this process) or a
-    :class:`appzoo.experiments.ray.Backend`."""
+    best trial on dev and test and write the results. ``backend``: where the trials run
+    (:mod:`appzoo.experiments.backends`: one after another in this process, or Ray tasks)."""
     os.makedirs(search.root, exist_ok=True)
     worker = Worker(search.root)
     try:
         with storage_errors(search.root):
             with worker.study_lock():
                 study = load_study(search, worker.index)
-            started = time.time()
-            if backend is None:
-                why = _run_here(search, study, worker, started)
-            else:
-                why = backend.run_trials(search, study, worker, started)
-            note(f"search: this worker stops: {why}")
-            summary = results.finish(search, study)
+            why = []
+            backend.run(_trial_jobs(search, study, worker, time.time(), why),
+                        lambda job, state: results.write(search, study))
+            note(f"search: this worker stops: {why[0]}")
+            summary = finish(search, study)
     finally:
         worker.release()
     check_some_trial_trained(search, summary)
     return summary
+
+
+def _trial_jobs(search, study, worker, started, why):
+    """Each trial's job, the trial started only when the backend has room for it; ``why`` gets why there
+    are no more."""
+    from optuna.trial import TrialState
+
+    while True:
+        trial, overrides = next_trial(search, study, worker, started)
+        if trial is None:
+            why.append(overrides)
+            return
+        yield Job(f"search: trial {trial.number}", TrialWork(search, study, trial, overrides), trial,
+                  on_failure=functools.partial(study.tell, trial.number, state=TrialState.FAIL,
+                                               skip_if_finished=True))
 
 
 def check_some_trial_trained(search, summary):
@@ -494,10 +510,37 @@ def check_some_trial_trained(search, summary):
                         f"the data; each trial's error is in {os.path.join(search.root, 'search.md')}")
 
 
-def _run_here(search, study, worker, started):
-    while True:
-        trial, overrides = next_trial(search, study, worker, started)
-        if trial is None:
-            return overrides
-        run_trial(search, study, trial, overrides)
-        results.write(search, study)
+def finish(search, study):
+    """When the study has all its trials and none runs: evaluate the best trial on dev and test (once).
+    Then write the results (other workers' trials may have ended since this worker's last)."""
+    from optuna.trial import TrialState
+
+    summary = results.summarise(search, study)
+    trials = study.get_trials(deepcopy=False)
+    open_trials = [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    best = summary["best"]
+    if open_trials:
+        note(f"search: {len(open_trials)} trial(s) still running or queued; the results are complete once "
+             f"they end (or run this command again)")
+    elif len(results.counted(trials)) >= search.settings.trials and best is not None and not best.get("test") \
+            and _evaluate(search, best):
+        summary = results.summarise(search, study)  # with the best trial's test metrics
+    return results.write(search, study, summary)
+
+
+def _evaluate(search, best):
+    """Evaluate the best trial's model on dev and test (its metrics.json gets both); False when the
+    param file has no test split or another worker is at it."""
+    folder = best["folder"]
+    config = search.trial_config(best["params"], folder)
+    config["trainer"].update(resume=False, do=["eval"])
+    plan = validate(config, search.param_path, do=["eval"])
+    if plan.data.test is None:
+        return False
+    note(f"search: evaluating the best trial ({folder}) on dev and test")
+    outcome = jobs.run(plan)
+    if outcome.state == jobs.IN_USE:
+        return False
+    if outcome.error is not None:
+        raise outcome.error
+    return True

@@ -36,18 +36,21 @@ with the Welch p-value beside it, the same on test as the confirmation, and
 the mean F1 per class. They are rewritten after every run.
 
 One module per part: the grid (:mod:`~appzoo.sweep.settings`), the runs
-(:mod:`~appzoo.sweep.runs`), the results (:mod:`~appzoo.sweep.summary`) and
-their plot (:mod:`~appzoo.sweep.plots`).
+(:mod:`~appzoo.sweep.runs`), the results (:mod:`~appzoo.sweep.summary`),
+their plot (:mod:`~appzoo.sweep.plots`) and their page (:mod:`~appzoo.sweep.page`).
+The floor under it, shared with the search: each run a variant
+(:mod:`appzoo.experiments.variants`) run as a job (:mod:`appzoo.experiments.jobs`)
+on a backend (:mod:`appzoo.experiments.backends`).
 """
 from appzoo.sweep.settings import SET_BY_SWEEP, Setting, grid, parse_axes, setting_name
-from appzoo.sweep.summary import (DIVERGED_FILE, HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown,
+from appzoo.sweep.summary import (HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown,
                                   per_class_f1, run_values, summarise, verdict, welch_p)
 from appzoo.sweep.plots import plot
 from appzoo.sweep.runs import ENDED, Sweep, SweepRun, plan_sweep, run_state, run_sweep, write_results
 
 __all__ = [
     "SET_BY_SWEEP", "Setting", "grid", "parse_axes", "setting_name",
-    "DIVERGED_FILE", "HEADLINE_METRICS", "MIN_SEEDS", "judge", "judge_summary", "markdown", "per_class_f1",
+    "HEADLINE_METRICS", "MIN_SEEDS", "judge", "judge_summary", "markdown", "per_class_f1",
     "run_values", "summarise", "verdict", "welch_p", "plot",
     "ENDED", "Sweep", "SweepRun", "plan_sweep", "run_state", "run_sweep", "write_results",
 ]

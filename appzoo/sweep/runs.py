@@ -1,20 +1,24 @@
 """The runs of a sweep: each planned before the first starts, then run, resumed,
 skipped or left to another worker; the results rewritten after every run."""
-import copy
 import dataclasses
+import functools
 import json
 import os
 from typing import List, Optional
 
-from appzoo.utils import files
-
-from appzoo.reports import html as report_html
-from appzoo.store.archive import FolderInUse, RunFolder
-from appzoo.errors import ConfigError, DivergedError, Interrupted, UserError
-from appzoo.utils.progress import note, progress
-from appzoo.sweep.settings import Setting, grid, parse_axes, set_key
+from appzoo.errors import ConfigError, UserError
+from appzoo.experiments import jobs
+from appzoo.experiments.backends import LOCAL
+from appzoo.experiments.jobs import DIVERGED_FILE, Job
+from appzoo.experiments.variants import check_trains, plan_base, plan_variant, variant
+from appzoo.store.archive import RunFolder
+from appzoo.store.resolve import changed_keys
+from appzoo.sweep import page
 from appzoo.sweep.plots import plot
-from appzoo.sweep.summary import DIVERGED_FILE, complete, markdown, summarise
+from appzoo.sweep.settings import Setting, grid, parse_axes
+from appzoo.sweep.summary import complete, markdown, summarise
+from appzoo.utils import files
+from appzoo.utils.progress import note, progress
 
 
 @dataclasses.dataclass
@@ -42,18 +46,12 @@ class Sweep:
 # ------------------------------------------------------------------ planning
 def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
     """Validate every run of the grid; returns a :class:`Sweep`. Writes nothing."""
-    from appzoo.run.plan import validate
-
     if not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
-    if do is not None and "train" not in do:
-        raise ConfigError(f"--sweep: a sweep trains; --do {','.join(do)} has no 'train'")
+    check_trains("sweep", do)
     settings = grid(parse_axes(specs))
-    probe = copy.deepcopy(config)  # the base settings: output_dir and seed as resolved
-    probe.setdefault("trainer", {}).update(resume=False, overwrite_output_dir=True)
-    base = validate(probe, param_path, do=do)
-    if "train" not in base.do:
-        raise ConfigError(f"--sweep: a sweep trains; trainer.do {base.do} has no 'train'")
+    base = plan_base(config, param_path, do)
+    check_trains("sweep", base.do, "trainer.do")
     root = os.path.join(base.trainer.output_dir, "sweep")
     seed_list = [base.trainer.seed + i for i in range(seeds)]
     _check_extends_results(root, settings, seed_list)
@@ -61,10 +59,7 @@ def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
     for setting in settings:
         for seed in seed_list:
             folder = os.path.join(root, setting.name, f"seed-{seed}")
-            run_config = copy.deepcopy(config)
-            for key, value in setting.overrides.items():
-                set_key(run_config, key, value)
-            run_config.setdefault("trainer", {}).update(output_dir=folder, seed=seed)
+            run_config = variant(config, setting.overrides, output_dir=folder, seed=seed)
             state = run_state(folder, do if do is not None else base.do)
             plan = _plan_run(run_config, state, param_path, do, setting.name)
             runs.append(SweepRun(setting, seed, folder, plan, state, run_config))
@@ -93,14 +88,8 @@ def _check_extends_results(root, settings, seeds):
 
 
 def _plan_run(run_config, state, param_path, do, name):
-    from appzoo.run.plan import validate
-
-    run_config = copy.deepcopy(run_config)
-    run_config["trainer"].update(resume=state == "resume", overwrite_output_dir=state in (*ENDED, "redo"))
-    try:
-        plan = validate(run_config, param_path, do=do)
-    except ConfigError as e:
-        raise ConfigError(f"sweep setting {name!r}: {e}") from None
+    run_config = variant(run_config, {}, resume=state == "resume", overwrite_output_dir=state in (*ENDED, "redo"))
+    plan = plan_variant(run_config, param_path, do, f"sweep setting {name!r}")
     _check_same_settings(plan.trainer.output_dir, plan)
     return plan
 
@@ -131,8 +120,6 @@ def run_state(folder, do):
 
 def _check_same_settings(folder, plan):
     """A run folder left by a sweep with other settings is not reused silently."""
-    from appzoo.store.resolve import changed_keys
-
     path = RunFolder(folder).config
     if not os.path.exists(path):
         return
@@ -144,14 +131,14 @@ def _check_same_settings(folder, plan):
 
 
 # ------------------------------------------------------------------- running
-def run_sweep(sweep, backend=None):
+def run_sweep(sweep, backend=LOCAL):
     """Run what is not done yet; returns the summary written to sweep.json.
 
     Each run's state is read again just before it starts, and a run whose
     folder another live process holds is left to it, so the same sweep command
     started in two terminals shares the runs (two workers); the last one to
-    finish writes the complete results. ``backend``: None (the runs one after
-    another in this process) or a :class:`appzoo.experiments.ray.Backend`."""
+    finish writes the complete results. ``backend``: where the runs run
+    (:mod:`appzoo.experiments.backends`: one after another in this process, or Ray tasks)."""
     todo = [r for r in sweep.runs if r.state not in ENDED]
     if len(todo) < len(sweep.runs):
         diverged = sum(r.state == "diverged" for r in sweep.runs)
@@ -162,7 +149,8 @@ def run_sweep(sweep, backend=None):
                    disable=not enabled)
     elsewhere = []
 
-    def ended(r, holder=None):
+    def ended(job, holder):
+        r = job.handle
         if holder is None:
             bar.update(1)
             write_results(sweep)
@@ -171,11 +159,8 @@ def run_sweep(sweep, backend=None):
             elsewhere.append(r)
 
     try:
-        if backend is None:
-            for r in todo:
-                ended(r, run_one(sweep, r))
-        else:
-            backend.run_runs(sweep, todo, ended)
+        backend.run((Job(f"sweep: {r.setting.name} seed {r.seed}", functools.partial(_work, sweep, r), r)
+                     for r in todo), ended)
     finally:
         bar.close()
     if elsewhere:
@@ -184,10 +169,15 @@ def run_sweep(sweep, backend=None):
     return write_results(sweep)
 
 
+def _work(sweep, r, threads=None):
+    """A run's job: in a Ray task, with that task's threads where the param file names none."""
+    if threads and not r.plan.trainer.num_threads:  # in the plan, and in the config a re-plan starts from
+        r.plan.trainer.num_threads = r.config["trainer"]["num_threads"] = threads
+    return run_one(sweep, r)
+
+
 def run_one(sweep, r):
     """Run ``r`` unless another worker holds or ended it; returns None, or who holds its folder."""
-    from appzoo.run import runner
-
     holder = RunFolder(r.folder).in_use()
     if holder is not None:
         return holder
@@ -199,18 +189,14 @@ def run_one(sweep, r):
         r.plan, r.state = _plan_run(r.config, state, sweep.param_path, r.plan.do, r.setting.name), state
     note(f"sweep: {'resuming' if r.state == 'resume' else 'running'} {r.setting.name} seed {r.seed} "
          f"-> {r.folder}")
-    try:
-        runner.run(r.plan)
-    except FolderInUse:  # taken between the check and the lock
+    outcome = jobs.run(r.plan, {"seed": r.seed}, "the same --sweep command continues the sweep, and this run "
+                                                 "from that checkpoint")
+    if outcome.state == jobs.IN_USE:  # taken between the check and the lock
         return "another run"
-    except Interrupted as stop:
-        if stop.advice is None:
-            raise
-        raise stop.advising("the same --sweep command continues the sweep, and this run from that "
-                            "checkpoint") from None
-    except DivergedError as error:
-        files.write_json(os.path.join(r.folder, DIVERGED_FILE), {"seed": r.seed, "error": str(error)})
-        note(f"sweep: {r.setting.name} seed {r.seed} diverged ({error}); recorded in its "
+    if outcome.state == jobs.FAILED:  # the data or the disk: every other run would meet it too
+        raise outcome.error
+    if outcome.state == jobs.DIVERGED:
+        note(f"sweep: {r.setting.name} seed {r.seed} diverged ({outcome.error}); recorded in its "
              f"{DIVERGED_FILE}, and the sweep goes on")
     return None
 
@@ -221,5 +207,5 @@ def write_results(sweep):
     files.write_json(os.path.join(sweep.root, "sweep.json"), summary)
     files.write_text(os.path.join(sweep.root, "sweep.md"), markdown(summary))
     plot(summary, os.path.join(sweep.root, "sweep.png"))
-    report_html.write_sweep(sweep.root, summary)
+    page.write(sweep.root, summary)
     return summary

@@ -1,5 +1,4 @@
 """The settings of a sweep: ``--sweep`` axes parsed into the grid of settings."""
-import copy
 import dataclasses
 import hashlib
 import itertools
@@ -122,16 +121,3 @@ def grid(axes):
         settings.append(Setting(name, overrides))
     return settings
 
-
-def set_key(config, key, value):
-    """Set the key path ``key`` of a param tree to a copy of ``value``."""
-    node = config
-    parts = key.split(".")
-    for depth, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(f"--sweep {key}: {'.'.join(parts[:depth + 1])} is {child!r}, not an object")
-        node = child
-    node[parts[-1]] = copy.deepcopy(value)

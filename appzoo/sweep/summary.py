@@ -6,6 +6,7 @@ import os
 import statistics
 
 from appzoo.store.archive import RunFolder
+from appzoo.experiments.jobs import DIVERGED_FILE
 from appzoo.utils import files
 from appzoo.utils.markdown import literal
 
@@ -15,8 +16,6 @@ HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy", "argmax_acc
                     # beside a tuned decision rule, the same model without it (where a run reports them)
                     "micro_f1_global_threshold", "macro_f1_global_threshold", "macro_f1_before_logit_adjust",
                     "accuracy_before_logit_adjust")
-#: Written into a run folder whose run stopped on a non-finite loss: the run counts as ended, diverged.
-DIVERGED_FILE = "diverged.json"
 
 
 def complete(metrics, do):
