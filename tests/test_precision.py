@@ -18,7 +18,7 @@ import pytest
 
 import run_trainer
 from appzoo import Predictor
-from appzoo.inference.engines import BF16_FLAGS, check_precision
+from appzoo.params.inference import BF16_FLAGS, check_precision
 from appzoo.env import cpu_flags
 from appzoo.errors import ConfigError, UserError
 from appzoo.inference.prediction import agreement, label_units

@@ -37,10 +37,9 @@ it needs of the training features: :class:`Sampler`.
 """
 import numpy as np
 
+from appzoo.params.trainer import CLASS_SAMPLERS, SAMPLERS  # noqa: F401  (re-exported)
 from appzoo.errors import ConfigError, DataError
 
-SAMPLERS = ("random", "by_length", "balanced", "m_per_class", "no_duplicates")
-CLASS_SAMPLERS = ("balanced", "m_per_class")
 
 
 class Sampler:

@@ -6,7 +6,7 @@ the static graph that :mod:`appzoo.inference.export` wrote; their outputs come b
 under the keys of the model's own output dict, so the model's ``decode``
 (softmax, sigmoid, the CRF's Viterbi) runs the same on every engine.
 
-Precisions (:data:`PRECISIONS`), each where it runs, and refused in one line
+Precisions (:data:`appzoo.params.inference.PRECISIONS`), each where it runs, and refused in one line
 naming why and what to use instead where it does not (never a silent fp32):
 
 * ``fp32``: every engine.
@@ -20,71 +20,15 @@ naming why and what to use instead where it does not (never a silent fp32):
 
 An engine may be called from several threads at once, each with its own batch.
 """
-import importlib.util
 import inspect
 import os
 import threading
 
 import numpy as np
 
-from appzoo.errors import ConfigError, UserError, first_line
-
-ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
-PRECISIONS = ("fp32", "bf16", "int8")
-QUANTIZATIONS = ("dynamic", "static")
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
-#: The help of the precision keys, the same in the trainer and serve sections.
-PRECISION_HELP = ("the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or "
-                  "amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")
-QUANTIZATION_HELP = ("how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation "
-                     "ranges calibrated on calibration_examples dev examples; cached next to the export)")
-CALIBRATION_HELP = "dev examples static int8 calibrates on"
-DEFAULT_CALIBRATION = 256
-
-
-def check_engine(engine, key_path="trainer.inference_engine"):
-    """ConfigError for an unknown engine, or for one whose package is not installed."""
-    if engine not in ENGINES:
-        from appzoo.registry import did_you_mean
-
-        raise ConfigError(f"{key_path}: {engine!r} is not an inference engine{did_you_mean(engine, ENGINES)} "
-                          f"(accepted: {', '.join(ENGINES)})")
-    if engine == "onnxruntime":
-        for package in ("onnxruntime", "paddle2onnx"):
-            if importlib.util.find_spec(package) is None:
-                raise ConfigError(f"{key_path}: 'onnxruntime' needs the {package} package, which is not "
-                                  f"installed (pip install {package})")
-
-
-def check_precision(engine, precision, key_path="trainer.inference_precision", flags=None):
-    """ConfigError, in one line naming why and what to use instead, for a precision
-    the engine does not run here (see the module docstring); ``flags``: the CPU's
-    (:func:`appzoo.env.cpu_flags` when None)."""
-    if precision not in PRECISIONS:
-        from appzoo.registry import did_you_mean
-
-        raise ConfigError(f"{key_path}: {precision!r} is not a precision{did_you_mean(precision, PRECISIONS)} "
-                          f"(accepted: {', '.join(PRECISIONS)})")
-    if precision == "fp32":
-        return
-    instead = "or engine 'onnxruntime' with precision 'int8'"
-    if engine == "dygraph":
-        raise ConfigError(f"{key_path}: {precision!r} needs a graph engine (the Paddle model runs in fp32); use "
-                          f"engine 'onnxruntime' with precision 'int8', or 'paddle_inference' with 'bf16'")
-    if engine == "onnxruntime" and precision == "bf16":
-        raise ConfigError(f"{key_path}: 'bf16' is not available on onnxruntime (its CPU provider has no bf16 "
-                          f"kernels for these graphs); use precision 'int8', or engine 'paddle_inference' with 'bf16'")
-    if engine == "paddle_inference" and precision == "int8":
-        raise ConfigError(f"{key_path}: 'int8' is not available on paddle_inference (Paddle 3.3.1 quantizes only "
-                          f"old-IR programs, and its exports are PIR graphs); use engine 'onnxruntime' with "
-                          f"precision 'int8'")
-    if precision == "bf16":
-        from appzoo.env import cpu_flags
-
-        if not set(BF16_FLAGS) & (cpu_flags() if flags is None else flags):
-            raise ConfigError(f"{key_path}: 'bf16' needs a CPU with {' or '.join(BF16_FLAGS)}, and this one "
-                              f"reports neither; use precision 'fp32', {instead}")
-
+from appzoo.errors import UserError, first_line
+# The keys and their checks are declared once, with the sections that embed them.
+from appzoo.params.inference import check_precision
 
 def create(engine, model, inference_dir=None, num_threads=None, mkldnn=True, precision="fp32", calibration=None):
     """The engine named ``engine`` (one of :data:`ENGINES`) over ``model`` and, for a

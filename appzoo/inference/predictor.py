@@ -17,7 +17,7 @@ decoding as ``--do predict``. Engines (:mod:`appzoo.inference.engines`):
 * ``onnxruntime``: that graph converted by paddle2onnx to
   ``inference/model.onnx``, on ONNX Runtime.
 
-``precision`` (:data:`appzoo.inference.engines.PRECISIONS`): ``fp32``; ``bf16`` on
+``precision`` (:data:`appzoo.params.inference.PRECISIONS`): ``fp32``; ``bf16`` on
 Paddle Inference where the CPU has bf16 instructions; ``int8`` on ONNX
 Runtime, ``quantization`` ``dynamic`` or ``static`` (calibrated on
 ``calibration_examples`` examples of the model's dev set). Measured speed and
@@ -33,6 +33,7 @@ import unicodedata
 from appzoo.store import bundle
 
 from appzoo.inference import engines, export, prediction
+from appzoo.params import inference as keys
 from appzoo.errors import ConfigError, DataError
 from appzoo.utils.files import file_sha256
 from appzoo.utils.progress import bars
@@ -65,9 +66,9 @@ class Predictor:
 
     def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
                  mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
-                 calibration_examples=engines.DEFAULT_CALIBRATION):
-        engines.check_engine(engine, "engine")
-        engines.check_precision(engine, precision, "precision")
+                 calibration_examples=keys.DEFAULT_CALIBRATION):
+        keys.check_engine(engine, "engine")
+        keys.check_precision(engine, precision, "precision")
         trained = bundle.load(best, "Predictor")
         if engine != "dygraph":
             inference_dir = export.current(trained, best, inference_dir)
@@ -76,7 +77,7 @@ class Predictor:
 
     @classmethod
     def from_bundle(cls, trained, *, engine, inference_dir, batch_size=64, num_threads=None, mkldnn=True,
-                    precision="fp32", quantization="dynamic", calibration_examples=engines.DEFAULT_CALIBRATION):
+                    precision="fp32", quantization="dynamic", calibration_examples=keys.DEFAULT_CALIBRATION):
         """A Predictor over the :class:`~appzoo.store.bundle.Bundle` a run already holds (the runner's eval and predict)."""
         self = cls.__new__(cls)
         self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, True,
@@ -86,9 +87,9 @@ class Predictor:
     def _set_up(self, trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
                 precision, quantization, calibration_examples):
         self.bundle, self.engine_name, self.batch_size, self.progress_bar = trained, engine, batch_size, progress_bar
-        if quantization not in engines.QUANTIZATIONS:
+        if quantization not in keys.QUANTIZATIONS:
             raise ConfigError(f"quantization: {quantization!r} is not a quantization (accepted: "
-                              f"{', '.join(engines.QUANTIZATIONS)})")
+                              f"{', '.join(keys.QUANTIZATIONS)})")
         calibration = None
         if precision == "int8" and quantization == "static":  # the cache's name says which dev set calibrated it
             name = f"dev{calibration_examples}-{file_sha256(self._dev_file())[:8]}"

@@ -3,7 +3,7 @@ import dataclasses
 from typing import Annotated, Literal, Optional
 
 from appzoo.params.keys import Key, check_fields, check_kwargs
-from appzoo.inference.engines import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
+from appzoo.params.inference import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
                             QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError

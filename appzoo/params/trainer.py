@@ -3,12 +3,14 @@ import dataclasses
 from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.params.keys import Key, check_fields
-from appzoo.data.sampler import SAMPLERS
-from appzoo.inference.engines import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
+from appzoo.params.inference import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
                             QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
+#: trainer.sampler's names (appzoo.data.sampler builds them); the class samplers draw by class
+SAMPLERS = ("random", "by_length", "balanced", "m_per_class", "no_duplicates")
+CLASS_SAMPLERS = ("balanced", "m_per_class")
 AUTO = "auto"  # trainer.resume: continue when output_dir holds a checkpoint, else start
 
 
