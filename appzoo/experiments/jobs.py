@@ -55,3 +55,4 @@ class Job:
     work: Callable  # work(threads=None) -> result; threads: a Ray task's CPUs
     handle: Any = None  # the driver's own: the sweep's run, the study's trial
     on_failure: Optional[Callable[[], None]] = None  # when work raised in a Ray task, before that is reported
+    task: str = "job"  # the Ray task's name, which prefixes its lines: "(_trial_task pid=...)"

@@ -85,7 +85,7 @@ class Ray(Backend):
                     job = next(jobs, None)
                     if job is None:
                         break
-                    pending[task.remote(job.work, os.getcwd(), self.threads)] = job
+                    pending[task.options(name=job.task).remote(job.work, os.getcwd(), self.threads)] = job
                 if not pending:
                     return
                 for job, result, error in _results(pending):

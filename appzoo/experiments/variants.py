@@ -1,7 +1,7 @@
 """A variant of a param file: the base tree with some keys set, and each one planned before anything runs.
 
 A sweep's grid and a search's ranges are two ways of choosing variants; both start from the base planned as a
-fresh run (:func:`plan_base`), make each variant with :func:`variant` and plan it with :func:`plan_variant`, so
+fresh run (:func:`fresh`), make each variant with :func:`variant` and plan each with :func:`plan_variant`, so
 a bad key or value stops them with one line and nothing written. The key-path walk itself is the one ``--set``
 uses (:func:`appzoo.params.param_file.set_key`).
 """
@@ -11,7 +11,7 @@ from appzoo.errors import ConfigError
 from appzoo.params.param_file import get_key, set_key
 from appzoo.run.plan import validate
 
-__all__ = ["get_key", "set_key", "variant", "plan_base", "plan_variant", "check_trains"]
+__all__ = ["get_key", "set_key", "variant", "fresh", "plan_variant", "check_trains"]
 
 
 def variant(config, overrides, **trainer):
@@ -32,16 +32,14 @@ def fresh(config, **trainer):
     return variant(config, {}, resume=False, overwrite_output_dir=True, **trainer)
 
 
-def plan_base(config, param_path, do, **trainer):
-    """The plan of the base settings themselves (output_dir and seed as resolved), run as :func:`fresh`."""
-    return validate(fresh(config, **trainer), param_path, do=do)
-
-
-def plan_variant(config, param_path, do, what):
-    """The plan of one variant's tree; its ConfigError begins with ``what`` (which variant it is)."""
+def plan_variant(config, param_path, do, what=None):
+    """The plan of one variant's tree (or of the base, :func:`fresh`); its ConfigError begins with ``what``
+    (which variant it is), where given."""
     try:
         return validate(config, param_path, do=do)
     except ConfigError as e:
+        if what is None:
+            raise
         raise ConfigError(f"{what}: {e}") from None
 
 

@@ -91,7 +91,7 @@ def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, c
     dimensions = parse_specs(specs, settings.space)
     base = {k: copy.deepcopy(v) for k, v in config.items() if k != "search"}
     probe = fresh(base, do=None)
-    plan = validate(probe, param_path, do=["train"])
+    plan = plan_variant(probe, param_path, ["train"])
     if plan.data.dev is None:
         raise ConfigError("--search: trials are judged on dev; set dataset_reader.dev")
     for dimension in dimensions:  # each end of each range, each choice: a bad key or value stops here
@@ -488,7 +488,7 @@ def _trial_jobs(search, study, worker, started, why):
             return
         yield Job(f"search: trial {trial.number}", TrialWork(search, study, trial, overrides), trial,
                   on_failure=functools.partial(study.tell, trial.number, state=TrialState.FAIL,
-                                               skip_if_finished=True))
+                                               skip_if_finished=True), task="_trial_task")
 
 
 def check_some_trial_trained(search, summary):

@@ -10,7 +10,7 @@ from appzoo.errors import ConfigError, UserError
 from appzoo.experiments import jobs
 from appzoo.experiments.backends import LOCAL
 from appzoo.experiments.jobs import DIVERGED_FILE, Job
-from appzoo.experiments.variants import check_trains, plan_base, plan_variant, variant
+from appzoo.experiments.variants import check_trains, fresh, plan_variant, variant
 from appzoo.store.archive import RunFolder
 from appzoo.store.resolve import changed_keys
 from appzoo.sweep import page
@@ -50,7 +50,7 @@ def plan_sweep(config, param_path, specs, seeds=1, do=None, command=None):
         raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
     check_trains("sweep", do)
     settings = grid(parse_axes(specs))
-    base = plan_base(config, param_path, do)
+    base = plan_variant(fresh(config), param_path, do)  # output_dir and seed as resolved
     check_trains("sweep", base.do, "trainer.do")
     root = os.path.join(base.trainer.output_dir, "sweep")
     seed_list = [base.trainer.seed + i for i in range(seeds)]
@@ -159,8 +159,8 @@ def run_sweep(sweep, backend=LOCAL):
             elsewhere.append(r)
 
     try:
-        backend.run((Job(f"sweep: {r.setting.name} seed {r.seed}", functools.partial(_work, sweep, r), r)
-                     for r in todo), ended)
+        backend.run((Job(f"sweep: {r.setting.name} seed {r.seed}", functools.partial(_work, sweep, r), r,
+                         task="_sweep_task") for r in todo), ended)
     finally:
         bar.close()
     if elsewhere:
