@@ -37,9 +37,8 @@ it needs of the training features: :class:`Sampler`.
 """
 import numpy as np
 
-from appzoo.params.trainer import CLASS_SAMPLERS, SAMPLERS  # noqa: F401  (re-exported)
 from appzoo.errors import ConfigError, DataError
-
+from appzoo.params.trainer import CLASS_SAMPLERS, SAMPLERS
 
 
 class Sampler:

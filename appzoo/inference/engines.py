@@ -30,6 +30,7 @@ from appzoo.errors import UserError, first_line
 # The keys and their checks are declared once, with the sections that embed them.
 from appzoo.params.inference import check_precision
 
+
 def create(engine, model, inference_dir=None, num_threads=None, mkldnn=True, precision="fp32", calibration=None):
     """The engine named ``engine`` (one of :data:`ENGINES`) over ``model`` and, for a
     graph engine, the graph exported into ``inference_dir``, in ``precision``

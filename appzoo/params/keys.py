@@ -229,6 +229,14 @@ def check_kwargs(target, section, key_path, supplied=(), label=None, also_accept
     return section
 
 
+
+def build_section(cls, section, name):
+    """``cls(**section)`` for the param file's section ``name`` whose keys are the dataclass ``cls``'s fields,
+    after :func:`check_kwargs`: an unknown key, a wrong type or a value out of range is a ConfigError naming
+    ``name.KEY``."""
+    check_kwargs(cls, section, name, label=name)
+    return cls(**section)
+
 def check_args(prefix=None):
     """Decorator for a constructor: check the arguments it is given against
     their annotations as :func:`check_kwargs` checks a param file, so that an

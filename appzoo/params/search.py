@@ -2,7 +2,7 @@
 import dataclasses
 from typing import Annotated, Dict, List, Literal, Optional
 
-from appzoo.params.keys import Key, check_fields, check_kwargs
+from appzoo.params.keys import Key, build_section, check_fields
 
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "successive_halving", "none")
@@ -44,5 +44,4 @@ class SearchConfig:
     def from_section(cls, section):
         """The ``search`` section checked: unknown keys, types and ranges, each a ConfigError naming
         ``search.KEY`` (the space's ranges are read by :func:`appzoo.search.space.parse_specs`)."""
-        check_kwargs(cls, section, "search", label="search")
-        return cls(**section)
+        return build_section(cls, section, "search")

@@ -8,7 +8,7 @@ import dataclasses
 from typing import Optional
 
 from appzoo.params.dataset import DatasetConfig
-from appzoo.params.keys import check_kwargs
+from appzoo.params.keys import build_section
 from appzoo.params.search import SearchConfig
 from appzoo.params.serve import ServeConfig
 from appzoo.params.trainer import TrainerConfig
@@ -38,6 +38,4 @@ def plain_sections():
 def build(name, values):
     """Section ``name`` (a plain one) from the param file's ``values``: unknown keys, types and ranges each a
     ConfigError naming ``name.KEY``."""
-    schema = SECTIONS[name].schema
-    check_kwargs(schema, values, name, label=name)
-    return schema(**values)
+    return build_section(SECTIONS[name].schema, values, name)

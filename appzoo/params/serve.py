@@ -2,7 +2,7 @@
 import dataclasses
 from typing import Annotated, Literal, Optional
 
-from appzoo.params.keys import Key, check_fields, check_kwargs
+from appzoo.params.keys import Key, build_section, check_fields
 from appzoo.params.inference import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
                             QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
 from appzoo.env import available_cores
@@ -69,8 +69,7 @@ class ServeConfig:
     def from_section(cls, section):
         """The ``serve`` section of a param file (or the options of ``python -m appzoo.serve``) checked:
         unknown keys, types and ranges, each a ConfigError naming ``serve.KEY``."""
-        check_kwargs(cls, section, "serve", label="serve")
-        return cls(**section)
+        return build_section(cls, section, "serve")
 
     def engine_threads(self, models, cores=None):
         """Threads of each of ``models`` engines: ``threads``, or the cores shared out; ConfigError when

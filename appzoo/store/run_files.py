@@ -1,7 +1,7 @@
 """The table of a run folder's files: each one's name, the module that owns it, and what it holds.
 
 :class:`appzoo.store.archive.RunFolder` takes its members from this table (``folder.metrics`` is the path of
-``metrics.json``), and what a replaced run moves aside is every entry with ``replaced``; no other module
+``metrics.json``), and a replaced run moves every entry aside (:data:`RUN_ARTIFACTS`); no other module
 spells a run-folder file's name. docs/reliability.md's "who owns what" table is tested against ``owner``.
 """
 import dataclasses
