@@ -2,6 +2,7 @@
 no import cycle, a core that never imports the tasks, one home for a trained model's files,
 and a docstring that says each module's job."""
 import ast
+import functools
 import os
 
 import pytest
@@ -119,16 +120,20 @@ def test_every_module_says_its_job_in_its_first_line():
     assert missing == []
 
 
+@functools.lru_cache(maxsize=None)
+def _appzoo_nodes():
+    """``((path, every ast node), ...)`` of the modules under appzoo/, parsed once for every name looked up."""
+    return tuple((path, tuple(ast.walk(ast.parse(open(path, encoding="utf-8").read(), path))))
+                 for dotted, path in modules().items() if dotted.startswith("appzoo"))
+
+
 def _file_name_sites(name):
     """Modules under appzoo/ that spell ``name`` as a file name: a string constant equal to it that has a dot
     (``metrics.json``), or, for a bare word (``best``, ``plots``), one passed to ``os.path.join``, ``.path`` or a
     ``RunFile`` row."""
     hits = set()
-    for dotted, path in modules().items():
-        if not dotted.startswith("appzoo"):
-            continue
-        tree = ast.parse(open(path, encoding="utf-8").read(), path)
-        for node in ast.walk(tree):
+    for path, nodes in _appzoo_nodes():
+        for node in nodes:
             if "." in name:
                 found = isinstance(node, ast.Constant) and node.value == name
             else:
