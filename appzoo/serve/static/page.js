@@ -98,9 +98,9 @@ function entitySentence(m, row, entities, typed) {
   return [box, list];
 }
 
-function scoreLine(score, label, threshold) {
-  // the score, against the decision threshold where the model has one, and the label it gives
-  const parts = ["score ", el("span", {id: "score"}, score.toFixed(4))];
+function scoreLine(name, score, label, threshold) {
+  // the score (by its field's name), against the decision threshold where the model has one, and the label
+  const parts = [`${name} `, el("span", {id: "score"}, score.toFixed(4))];
   if (threshold !== undefined) {
     const match = score >= threshold;
     parts.push(" ", el("span", {class: match ? "match" : "nomatch"}, match ? "≥" : "<"),
@@ -122,10 +122,10 @@ function labelsLine(field, m) {
 function render(m, answer, input) {
   // by the kinds of the fields the model declares (GET /models: outputs), never by its task's name
   const row = answer.predictions[0];
-  const field = {};  // kind -> the row's value of the first field of that kind
-  for (const f of m.outputs) if (!(f.kind in field)) field[f.kind] = row[f.name];
+  const field = {}, named = {};  // kind -> the row's value of the first field of that kind, and its name
+  for (const f of m.outputs) if (!(f.kind in field)) [field[f.kind], named[f.kind]] = [row[f.name], f.name];
   const out = [];
-  if ("score" in field) out.push(scoreLine(field.score, field.label, m.threshold));
+  if ("score" in field) out.push(scoreLine(named.score, field.score, field.label, m.threshold));
   else if ("label" in field || "labels" in field) out.push(...labelsLine(field, m));
   if ("entities" in field) out.push(...entitySentence(m, row, field.entities, input));
   else if ("tags" in field) out.push(el("p", {id: "tags"}, "Tags: ", el("b", {}, field.tags.join(" "))));
