@@ -22,7 +22,7 @@ FIELD_KINDS = {
     "labels": "a set of labels (a list of strings)",
     "probs": "{label: probability} over every label of the model",
     "tags": "one tag per token (a list of strings)",
-    "entities": "a list of {type, start, end, text} objects",
+    "entities": "a list of {type, start, end, text} objects, start and end indexing the row's tokens",
     "score": "a number",
 }
 
@@ -44,8 +44,9 @@ class Serving:
     ``input``: one of :data:`INPUT_KINDS`. ``outputs``: the :class:`Field`\\ s
     every prediction row has, in the order V2 lists them. ``description``:
     a few words the try-it page shows ("multi-label classification").
-    ``shows``: what ``GET /models`` also says about the model (a decision
-    threshold, each label's threshold), JSON values. ``warm_up``: the input a
+    ``shows``: what ``GET /models`` also says about the model, JSON values;
+    the page reads ``threshold`` (a score's decision threshold) and
+    ``thresholds`` (``{label: threshold}`` of a set of labels). ``warm_up``: the input a
     model is warmed up with (None: the input kind's, :data:`INPUT_KINDS`).
     """
 
