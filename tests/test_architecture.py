@@ -1,9 +1,10 @@
 """The shape of the code, read from the source (ast and text), so that it cannot drift:
 no import cycle, a core that never imports the tasks, one home for a trained model's files,
-and a docstring that says each module's job."""
+a docstring that says each module's job, and a core that never names a task."""
 import ast
 import functools
 import os
+import re
 
 import pytest
 
@@ -145,6 +146,41 @@ def _file_name_sites(name):
             if found:
                 hits.add(os.path.relpath(path, ROOT))
     return hits
+
+
+STATIC = os.path.join(ROOT, "appzoo", "serve", "static")
+
+
+def _task_name_sites(names):
+    """``{(file, name)}`` of each string constant under appzoo/ equal to one of ``names``, and of each of them
+    written as a word in the try-it page's files (appzoo/serve/static)."""
+    hits = set()
+    for path, nodes in _appzoo_nodes():
+        hits |= {(os.path.relpath(path, ROOT), node.value) for node in nodes
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names}
+    for name in os.listdir(STATIC):
+        text = open(os.path.join(STATIC, name), encoding="utf-8").read()
+        hits |= {(os.path.join("appzoo", "serve", "static", name), n) for n in names
+                 if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text)}
+    return hits
+
+
+def test_the_core_names_no_task():
+    """A server, a page or a report asks a task for its shape (appzoo/task/serving.py) and never branches on
+    its name: no registered reader or model name is a string of appzoo/, so a plugin task is served as well
+    as a built-in one (tests/test_plugin_task.py)."""
+    from appzoo.registry import MODELS, READERS
+
+    names = set(READERS.names()) | set(MODELS.names())
+    assert {"text_classification", "sequence_labeling", "ErnieFcClassification"} <= names
+    assert _task_name_sites(names) == set()
+
+
+def test_the_task_name_finder_finds_a_name():
+    serve = os.path.join("appzoo", "serve")
+    assert {(os.path.join(serve, "v2.py"), "text_a"), (os.path.join(serve, "static", "page.js"), "text_a"),
+            (os.path.join("appzoo", "task", "serving.py"), "pair")} <= _task_name_sites({"text_a", "pair"})
+    assert not _task_name_sites({"pai"})  # a word, not part of one
 
 
 # An encoder folder (HF/PaddleNLP layout) and best/ have a config.json of their own: another format, other owners.

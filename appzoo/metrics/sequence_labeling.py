@@ -35,7 +35,7 @@ def entity_spans(tags, scheme):
     return [(e.tag, e.start, e.end) for e in found]
 
 
-@METRICS.register("sequence_labeling")
+@METRICS.register("entities")  # not the reader's name: a metric of entity spans
 def sequence_labeling_metrics(gold, pred, scheme="BIO"):
     """Entity-level micro / macro / weighted P/R/F1 and per-type P/R/F1/support
     of seqeval in strict mode for ``scheme``, plus token accuracy.

@@ -1,5 +1,5 @@
-"""The HTTP routes of a server: KServe's Open Inference Protocol (V2), a
-plain ``/predict`` answering the rows of ``predictions.jsonl``, Prometheus
+"""The HTTP routes of a server: KServe's Open Inference Protocol (V2, its
+codec in :mod:`appzoo.serve.v2`), a plain ``/predict`` answering the rows of ``predictions.jsonl``, Prometheus
 metrics and the try-it page.
 
 Every answer that is not a success is ``{"error": "<one line>"}`` with a 4xx
@@ -20,9 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from appzoo.utils.text import clip as cut
 from appzoo.errors import UserError, first_line
+from appzoo.serve import v2
 from appzoo.serve.batcher import QueueFull
+from appzoo.serve.failure import Failure, clip
 from appzoo.serve.metrics import Metrics
 from appzoo.serve.models import ServedModel
 
@@ -38,14 +39,6 @@ PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self
 RETRY_AFTER = "1"  # seconds: a batch takes milliseconds to a second
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 CLOSE = {"Connection": "close"}  # an answer sent before the body was read: the rest of it is not parsed
-
-
-class Failure(Exception):
-    """An answer other than success: its status, one line, and headers."""
-
-    def __init__(self, status, message, headers=None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 class Models:
@@ -175,7 +168,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
 
     @app.get("/v2/models/{name}")
     def model_metadata(name: str):
-        return _v2_metadata(models.get(name))
+        return v2.metadata(models.get(name))
 
     @app.get("/v2/models/{name}/ready")
     def model_ready(name: str):
@@ -186,9 +179,9 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     async def infer(name: str, request: Request):
         model = models.get(name)
         body = await _read_json(request, config.max_body_bytes)
-        request_id, inputs = _v2_inputs(body, model)
+        request_id, inputs = v2.inputs(body, model)
         rows, notes = await _predict(model, inputs)
-        answer = {"model_name": name, "model_version": "1", "outputs": _v2_outputs(rows, model)}
+        answer = {"model_name": name, "model_version": "1", "outputs": v2.outputs(rows, model)}
         if request_id is not None:
             answer["id"] = request_id
         if notes:
@@ -206,7 +199,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
                                    f"or POST /models/NAME/predict")
             name = next(iter(models.specs))
         elif not isinstance(name, str):
-            raise Failure(422, f"model: expected a model name (a string), got {_clip(name)}")
+            raise Failure(422, f"model: expected a model name (a string), got {clip(name)}")
         return await _plain(models.get(name), body, ("inputs", "model"))
 
     @app.post("/models/{name}/predict")
@@ -239,11 +232,6 @@ def _readiness(is_ready, error, name=None):
     if error:
         body["error"] = error
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
-
-
-def _clip(value, width=60):
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return cut(text, width)
 
 
 async def _plain(model, body, accepted):
@@ -289,7 +277,7 @@ def _field(body, name, accepted):
         raise Failure(422, f"body: missing field {name!r} (a list of inputs)")
     value = body[name]
     if not isinstance(value, list):
-        raise Failure(422, f"{name}: expected a list of inputs, got {type(value).__name__} {_clip(value)}")
+        raise Failure(422, f"{name}: expected a list of inputs, got {type(value).__name__} {clip(value)}")
     return value
 
 
@@ -341,116 +329,9 @@ def _no_duplicate_keys(pairs):
     out = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"the key {_clip(key)} appears twice in one object; give each key once")
+            raise ValueError(f"the key {clip(key)} appears twice in one object; give each key once")
         out[key] = value
     return out
-
-
-# ---- KServe V2 -------------------------------------------------------------------------
-_V2_INPUTS = {"text": ["text"], "text_or_tokens": ["text"], "pair": ["text_a", "text_b"]}
-_ECHO = ("text", "tokens", "text_a", "text_b")  # the inputs, echoed in a predictions.jsonl row
-
-
-def _v2_metadata(model):
-    names = _V2_INPUTS[model.input_kind]
-    outputs = [{"name": name, "datatype": datatype, "shape": shape}
-               for name, datatype, shape in _v2_output_shapes(model)]
-    return {"name": model.name, "versions": ["1"], "platform": "paddle",
-            "inputs": [{"name": n, "datatype": "BYTES", "shape": [-1]} for n in names],
-            "outputs": outputs, "parameters": {"task": model.task, "labels": model.predictor.labels}}
-
-
-def _v2_output_shapes(model):
-    labels = len(model.predictor.labels)
-    if model.task == "text_classification":
-        first = ("labels", "BYTES", [-1]) if model.multi_label else ("label", "BYTES", [-1])
-        return [first, ("probs", "FP32", [-1, labels])]
-    if model.task == "sequence_labeling":
-        return [("tags", "BYTES", [-1]), ("entities", "BYTES", [-1])]
-    shapes = [("score", "FP32", [-1]), ("label", "BYTES", [-1])]
-    return shapes + ([("probs", "FP32", [-1, labels])] if model.task == "text_matching" else [])
-
-
-def _v2_inputs(body, model):
-    """``(id, inputs)`` of an inference request: one BYTES tensor of texts
-    (``text_a`` and ``text_b`` for matching)."""
-    if not isinstance(body, dict):
-        raise Failure(422, f"body: expected an inference request object {{\"inputs\": [...]}}, "
-                           f"got {type(body).__name__}")
-    unknown = [k for k in body if k not in ("id", "parameters", "inputs", "outputs")]
-    if unknown:
-        raise Failure(422, f"body: unknown field {unknown[0]!r} (accepted: id, parameters, inputs, outputs)")
-    request_id = body.get("id")
-    if request_id is not None and not isinstance(request_id, str):
-        raise Failure(422, f"id: expected a string, got {_clip(request_id)}")
-    tensors = body.get("inputs")
-    if not isinstance(tensors, list) or not tensors:
-        raise Failure(422, f"inputs: expected a non-empty list of input tensors, got {_clip(tensors)}")
-    expected = _V2_INPUTS[model.input_kind]
-    columns = {}
-    for i, tensor in enumerate(tensors):
-        name, data = _v2_tensor(tensor, i, expected)
-        if name in columns:
-            raise Failure(422, f"inputs[{i}]: a second tensor named {name!r}")
-        columns[name] = data
-    missing = [n for n in expected if n not in columns]
-    if missing:
-        raise Failure(422, f"inputs: missing the tensor {missing[0]!r} (this model takes {', '.join(expected)})")
-    if len({len(v) for v in columns.values()}) > 1:
-        raise Failure(422, f"inputs: {' and '.join(expected)} have different lengths "
-                           f"({', '.join(str(len(columns[n])) for n in expected)})")
-    if len(expected) == 1:
-        return request_id, columns[expected[0]]
-    return request_id, [list(pair) for pair in zip(*(columns[n] for n in expected))]
-
-
-def _v2_tensor(tensor, i, expected):
-    where = f"inputs[{i}]"
-    if not isinstance(tensor, dict):
-        raise Failure(422, f"{where}: expected a tensor object {{name, shape, datatype, data}}, got {_clip(tensor)}")
-    unknown = [k for k in tensor if k not in ("name", "shape", "datatype", "data", "parameters")]
-    if unknown:
-        raise Failure(422, f"{where}: unknown field {unknown[0]!r} (accepted: name, shape, datatype, data, "
-                           f"parameters)")
-    for key in ("name", "shape", "datatype", "data"):
-        if key not in tensor:
-            raise Failure(422, f"{where}: missing field {key!r}")
-    name, shape, datatype, data = tensor["name"], tensor["shape"], tensor["datatype"], tensor["data"]
-    if name not in expected:
-        raise Failure(422, f"{where}.name: {_clip(name)} is not an input of this model (inputs: "
-                           f"{', '.join(expected)})")
-    if datatype != "BYTES":
-        raise Failure(422, f"{where}.datatype: {_clip(datatype)}; texts are BYTES")
-    if not (isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                       for d in shape)):
-        raise Failure(422, f"{where}.shape: expected a list of sizes like [2], got {_clip(shape)}")
-    if not isinstance(data, list):
-        raise Failure(422, f"{where}.data: expected a list of strings, got {_clip(data)}")
-    flat = [v for row in data for v in row] if data and all(isinstance(r, list) for r in data) else data
-    size = 1
-    for d in shape:
-        size *= d
-    if size != len(flat) or (len(shape) > 1 and any(d != 1 for d in shape[1:])):
-        raise Failure(422, f"{where}.shape: {shape} does not fit {len(flat)} value(s) (use [{len(flat)}])")
-    return name, flat
-
-
-def _v2_outputs(rows, model):
-    """The rows as V2 output tensors: numbers as FP32, per-label probabilities
-    as FP32 ``[N, labels]`` (in the model's label order), strings as BYTES,
-    lists and objects (entities, tags, multi-label labels) as BYTES of their JSON."""
-    outputs = []
-    labels = model.predictor.labels
-    for name, datatype, shape in _v2_output_shapes(model):
-        values = [row.get(name) for row in rows]
-        if name == "probs":
-            data = [float(row["probs"][label]) for row in rows for label in labels]
-        elif datatype == "FP32":
-            data = [float(v) for v in values]
-        else:
-            data = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
-        outputs.append({"name": name, "datatype": datatype, "shape": [len(rows), *shape[1:]], "data": data})
-    return outputs
 
 
 # ---- observing every request ---------------------------------------------------------

@@ -1,6 +1,7 @@
 """The models a server holds: each a :class:`~appzoo.inference.predictor.Predictor`
-with a micro-batcher, its task's input shape, and what the try-it page and
-the KServe V2 metadata route say about it."""
+with a micro-batcher and the serving shape its reader declares
+(:mod:`appzoo.task.serving`), from which the try-it page and the KServe V2
+routes take its inputs and outputs."""
 import os
 import time
 
@@ -9,11 +10,6 @@ from appzoo.errors import ConfigError
 from appzoo.inference.predictor import Predictor
 from appzoo.utils.progress import quiet
 from appzoo.serve.batcher import MicroBatcher
-
-#: the reader type of a trained model -> the shape of one input
-INPUT_KINDS = {"text_classification": "text", "sequence_labeling": "text_or_tokens",
-               "text_matching": "pair", "text_matching_pairwise": "pair", "text_matching_siamese": "pair"}
-_WARM_UP = {"text": "warm up", "text_or_tokens": "warm up", "pair": ("warm up", "warm up")}
 
 
 def parse_models(specs, key_path="models"):
@@ -49,8 +45,8 @@ class ServedModel:
                                    num_threads=threads, precision=config.precision,
                                    quantization=config.quantization, calibration_examples=config.calibration_examples)
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
-        self.input_kind = INPUT_KINDS.get(self.task, "text")
-        self.predictor.predict([_WARM_UP[self.input_kind]])  # the first batch pays the graph's set-up
+        self.serving = self._declared_serving()
+        self.input_kind = self.serving.input
         if hasattr(self.predictor.tokenizer, "unknown_pieces"):
             self.predictor.tokenizer.unknown_pieces = 0  # /metrics counts the requests' pieces, not the warm-up's
         self.load_seconds = time.monotonic() - started
@@ -58,24 +54,28 @@ class ServedModel:
                                     max_wait_ms=config.max_wait_ms, max_queue=config.max_queue,
                                     on_batch=on_batch, name=f"batcher-{name}")
 
-    # ---- what the model is ----------------------------------------------------
-    @property
-    def multi_label(self):
-        return bool(getattr(self.predictor.reader, "multi_label", False))
+    def _declared_serving(self):
+        """The reader's serving shape, checked against its prediction rows of the warm-up input (a
+        model that answers is one that answers every field it declares); the warm-up pays the graph's
+        set-up before the first request."""
+        serving = self.predictor.reader.serving(self.predictor.labels)
+        reader = repr(self.task)
+        serving.check(reader)
+        serving.check_rows(reader, self.predictor.predict([serving.warm_up_input()]))
+        return serving
 
+    # ---- what the model is ----------------------------------------------------
     def describe(self):
-        """What the try-it page and ``GET /models`` show."""
-        reader = self.predictor.reader
-        out = {"name": self.name, "task": self.task, "input": self.input_kind, "labels": self.predictor.labels,
-               "multi_label": self.multi_label, "engine": self.config.engine,
-               "precision": self.config.precision,
-               "max_seq_len": self.predictor.max_seq_len}  # not best/'s place on the server's disk
-        if self.input_kind == "pair":
-            out["threshold"] = reader.decision_threshold
-        if self.multi_label:  # a label is given at or above its own threshold (tuned per label on dev)
-            labels = self.predictor.labels
-            out["thresholds"] = {name: round(float(t), 6) for name, t in zip(labels, reader.thresholds(labels))}
-        return out
+        """What the try-it page and ``GET /models`` show: the model, its declared outputs (each field's
+        name and kind), and what its reader shows beside them (thresholds). ``multi_label``: its answer
+        is a set of labels."""
+        shape = self.serving
+        return {"name": self.name, "task": self.task, "input": shape.input, "description": shape.description,
+                "outputs": [{"name": f.name, "kind": f.kind} for f in shape.outputs],
+                "labels": self.predictor.labels, "multi_label": "labels" in shape.kinds(),
+                "engine": self.config.engine, "precision": self.config.precision,
+                "max_seq_len": self.predictor.max_seq_len,  # not best/'s place on the server's disk
+                **shape.shows}
 
     # ---- a request ----------------------------------------------------------------
     def prepare(self, inputs):

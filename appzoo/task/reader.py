@@ -16,6 +16,7 @@ from appzoo.data.encoding import IGNORE_INDEX, collate
 from appzoo.params.keys import Key, check_args
 from appzoo.data.tabular import ON_BAD_LINE, TextFile, check_encoding
 from appzoo.task.decisions import Decisions
+from appzoo.task.serving import Field, Serving
 from appzoo.errors import ConfigError, DataError
 from appzoo.utils.progress import note
 
@@ -125,6 +126,16 @@ class DatasetReader:
         ``entity_mistakes``), or None where this reader lists none (errors.md
         then says so, and warns from the per-class table alone)."""
         return None
+
+    def serving(self, labels):
+        """How a model of this reader, with the label set ``labels``, is
+        served (:class:`~appzoo.task.serving.Serving`): its input kind, the
+        fields of its prediction rows a server answers, and what the list of
+        models says about it. Called once the model's state is loaded (a
+        tuned threshold is known). By default one text in and the row's
+        ``label`` out; a server refuses to load a model whose warm-up rows
+        lack a declared field."""
+        return Serving("text", (Field("label", "label"),), "classification")
 
     #: the post-hoc decision rules (:mod:`appzoo.task.decisions`) this reader decodes with, in their order;
     #: a reader's state is theirs unless it overrides :meth:`state`

@@ -16,6 +16,7 @@ from appzoo.data.tabular import Column
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.sequence_labeling import SCHEMES, entity_spans
 from appzoo.reports.mistakes import entity_mistakes
+from appzoo.task.serving import Field, Serving
 from appzoo.utils.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
 from tasks.sequence_labeling.formats import (
@@ -302,7 +303,12 @@ class SequenceLabelingReader(DatasetReader):
     def evaluate(self, examples, predictions, labels):
         gold = [e["tags"] for e in examples]
         pred = [p["tags"] for p in predictions]
-        return METRICS.get("sequence_labeling", "metric")(gold, pred, self.scheme)
+        return METRICS.get("entities", "metric")(gold, pred, self.scheme)
+
+    def serving(self, labels):
+        """A text (split into tokens here) or a list of tokens in; a tag per token and the entities out."""
+        return Serving("text_or_tokens", (Field("tags", "tags"), Field("entities", "entities")),
+                       "entities (sequence labeling)")
 
     def prediction_rows(self, examples, predictions, labels):
         join = "".join if self.format == "spans" else join_tokens  # spans: the tokens are the text's characters

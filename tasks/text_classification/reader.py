@@ -15,6 +15,7 @@ from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
 from appzoo.task.decisions import Decisions, LogitAdjust, PerLabelThresholds, Temperature
+from appzoo.task.serving import Field, Serving
 from appzoo.reports.mistakes import label_mistakes, multilabel_mistakes
 from appzoo.utils.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
@@ -333,6 +334,15 @@ class ClassificationReader(DatasetReader):
             if relabel:
                 p["label"] = labels[int(np.argmax(row))]
         return self.state()
+
+    def serving(self, labels):
+        """A text in; its label (multi-label: its labels, each given at or above its own threshold, which
+        the list of models shows) and every label's probability out."""
+        if self.multi_label:
+            thresholds = {name: round(float(t), 6) for name, t in zip(labels, self.thresholds(labels))}
+            return Serving("text", (Field("labels", "labels"), Field("probs", "probs")), "multi-label classification",
+                           {"thresholds": thresholds})
+        return Serving("text", (Field("label", "label"), Field("probs", "probs")), "classification")
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

@@ -32,6 +32,7 @@ from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
 from appzoo.reports.mistakes import label_mistakes
 from appzoo.task.decisions import Decisions, Threshold
+from appzoo.task.serving import Field, Serving
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.pairs import read_pairs
 
@@ -249,6 +250,17 @@ class MatchingReader(DatasetReader):
             gold = [int(e["label"] == self.positive_label) for e in examples]
             self.decisions.fit([p["score"] for p in predictions], gold, labels, self.tune_metric)
         return self.state()
+
+    #: the answer a server gives also has each label's probability (a siamese reader's does not)
+    SERVES_PROBS = True
+
+    def serving(self, labels):
+        """A pair in; its score, its label by the decision threshold (which the list of models shows) and, for
+        the cross-encoder, each label's probability out."""
+        outputs = (Field("score", "score"), Field("label", "label"))
+        if self.SERVES_PROBS:
+            outputs += (Field("probs", "probs"),)
+        return Serving("pair", outputs, "text matching", {"threshold": self.decision_threshold})
 
     def prediction_rows(self, examples, predictions, labels):
         rows = []

@@ -19,6 +19,7 @@ class SiameseMatchingReader(MatchingReader):
     ``title_input_ids``), for siamese models. Same keys as ``text_matching``."""
 
     LABELS_IN_BATCH = True  # the pointwise siamese model takes labels; the pairwise one trains on triples
+    SERVES_PROBS = False  # served with its score and label, as the pairwise model (that has no probabilities)
 
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
         ids = _encode_distinct(tokenizer, self.texts(examples), max_seq_len, split)

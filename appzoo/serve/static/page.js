@@ -25,10 +25,8 @@ function showModel() {
   $("second").hidden = !pair;
   $("text_b").required = pair;
   $("label_a").textContent = pair ? "First text" : "Text";
-  const what = {text_classification: m.multi_label ? "multi-label classification" : "classification",
-                sequence_labeling: "entities (sequence labeling)"}[m.task] || "text matching";
-  $("meta").textContent = `${what} · ${m.labels.length} labels · engine ${m.engine}` +
-    (pair ? ` · threshold ${m.threshold.toFixed(3)}` : "");
+  $("meta").textContent = `${m.description} · ${m.labels.length} labels · engine ${m.engine}` +
+    (m.threshold !== undefined ? ` · threshold ${m.threshold.toFixed(3)}` : "");
   $("result").replaceChildren();
 }
 
@@ -63,11 +61,11 @@ function probabilityBars(probs, picked, thresholds) {
   return box;
 }
 
-// characters the server joins an entity's tokens around without a space (tasks/sequence_labeling/formats.py)
+// characters the server joins an entity's tokens around without a space (join_tokens, in the tagging task)
 const CJK = /[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]/;
 const HUES = [215, 30, 130, 330, 270, 55, 180, 0];  // one per entity type, in the order of the model's labels
 
-function entitySentence(m, row, typed) {
+function entitySentence(m, row, entities, typed) {
   // The tokens laid back into the text as it was typed, with its own spaces between them (none between the
   // characters of a Chinese text); a token not found there, as when a reader changed it, is joined to the
   // one before as the server joins an entity's text (join_tokens).
@@ -87,7 +85,7 @@ function entitySentence(m, row, typed) {
   const types = [...new Set(m.labels.filter((l) => l !== "O").map((l) => l.replace(/^[BIESLMU]-/, "")))];
   const box = el("div", {class: "sentence", id: "sentence"});
   let at = 0;
-  for (const e of row.entities) {
+  for (const e of entities) {
     if (e.start > at) box.append(gaps[at], words(at, e.start));
     const hue = HUES[types.indexOf(e.type) % HUES.length] ?? HUES[0];
     // the type is drawn by CSS (::after), so the sentence's text, and a copy of it, stays the sentence
@@ -96,26 +94,41 @@ function entitySentence(m, row, typed) {
     at = e.end;
   }
   if (at < tokens.length) box.append(gaps[at], words(at, tokens.length));
-  const list = el("p", {id: "entity-count"}, `${row.entities.length} entit${row.entities.length === 1 ? "y" : "ies"}`);
+  const list = el("p", {id: "entity-count"}, `${entities.length} entit${entities.length === 1 ? "y" : "ies"}`);
   return [box, list];
 }
 
-function render(m, answer, input) {
-  const row = answer.predictions[0];
-  const out = [];
-  if (m.task === "text_classification") {
-    const picked = m.multi_label ? row.labels : [row.label];
-    out.push(el("p", {id: "answer"}, m.multi_label ? "Labels: " : "Label: ",
-                el("b", {}, picked.join(", ") || "(none)")));
-    out.push(probabilityBars(row.probs, picked, m.multi_label ? m.thresholds : null));
-  } else if (m.task === "sequence_labeling") {
-    out.push(...entitySentence(m, row, input));
-  } else {
-    const match = row.score >= m.threshold;
-    out.push(el("p", {class: "score", id: "answer"}, "score ", el("span", {id: "score"}, row.score.toFixed(4)), " ",
-                el("span", {class: match ? "match" : "nomatch"}, match ? "≥" : "<"),
-                ` threshold ${m.threshold.toFixed(4)}: `, el("b", {id: "label"}, row.label)));
+function scoreLine(name, score, label, threshold) {
+  // the score (by its field's name), against the decision threshold where the model has one, and the label
+  const parts = [`${name} `, el("span", {id: "score"}, score.toFixed(4))];
+  if (threshold !== undefined) {
+    const match = score >= threshold;
+    parts.push(" ", el("span", {class: match ? "match" : "nomatch"}, match ? "≥" : "<"),
+               ` threshold ${threshold.toFixed(4)}`);
   }
+  if (label !== undefined) parts.push(": ", el("b", {id: "label"}, label));
+  return el("p", {class: "score", id: "answer"}, ...parts);
+}
+
+function labelsLine(field, m) {
+  // one label or a set of them, and every label's probability as bars (a set: each label's threshold on its bar)
+  const multi = "labels" in field;
+  const picked = multi ? field.labels : [field.label];
+  const out = [el("p", {id: "answer"}, multi ? "Labels: " : "Label: ", el("b", {}, picked.join(", ") || "(none)"))];
+  if ("probs" in field) out.push(probabilityBars(field.probs, picked, multi ? m.thresholds : null));
+  return out;
+}
+
+function render(m, answer, input) {
+  // by the kinds of the fields the model declares (GET /models: outputs), never by its task's name
+  const row = answer.predictions[0];
+  const field = {}, named = {};  // kind -> the row's value of the first field of that kind, and its name
+  for (const f of m.outputs) if (!(f.kind in field)) [field[f.kind], named[f.kind]] = [row[f.name], f.name];
+  const out = [];
+  if ("score" in field) out.push(scoreLine(named.score, field.score, field.label, m.threshold));
+  else if ("label" in field || "labels" in field) out.push(...labelsLine(field, m));
+  if ("entities" in field) out.push(...entitySentence(m, row, field.entities, input));
+  else if ("tags" in field) out.push(el("p", {id: "tags"}, "Tags: ", el("b", {}, field.tags.join(" "))));
   for (const note of answer.notes || []) out.push(el("p", {class: "note"}, note));
   $("result").replaceChildren(...out);
 }
