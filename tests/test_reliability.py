@@ -73,11 +73,24 @@ def in_child(param_file, out, *extra, fault=None):
             tempfile.tempdir = os.path.dirname(os.path.abspath(out))
             if fault:
                 os.environ["APPZOO_FAULT"] = fault
+            # what the child says goes to a file beside its folder as well, for child_said() on a failure
+            said = os.open(f"{out}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(said, 2)
+            sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
             code = cli(param_file, out, *extra)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def child_said(out):
+    """The last lines a child run into ``out`` wrote to stderr (see :func:`in_child`)."""
+    try:
+        with open(f"{out}.stderr", encoding="utf-8", errors="replace") as f:
+            return f.read()[-3000:]
+    except FileNotFoundError:
+        return "(nothing)"
 
 
 def results(out):
@@ -103,7 +116,8 @@ def tree_digest(folder):
 @pytest.fixture(scope="module")
 def straight(param_file, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("straight") / "out")
-    assert in_child(param_file, out) == 0
+    code = in_child(param_file, out)
+    assert code == 0, f"the straight run exited {code}: {child_said(out)}"
     return out
 
 
