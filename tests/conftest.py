@@ -141,6 +141,12 @@ def served_runs(tmp_path_factory):
     return train(tmp_path_factory.mktemp("served"))
 
 
+# ---- the long runs first: under ``pytest -n`` the short tests then fill the workers' last minutes, instead of one
+# worker starting a two-minute run while the other has nothing left (a longest-first schedule, by the marker)
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order within each kind stays
+
+
 # ---- a skip must not hide a missing requirement (tests/required_skips.py)
 from required_skips import hidden_requirement_failure, provided_modules  # noqa: E402
 
