@@ -426,7 +426,7 @@ def test_a_study_db_that_is_a_broken_link_is_one_line(tmp_path, capsys):
 def test_a_study_a_killed_worker_left_mid_commit_is_not_refused(tmp_path):
     """A hot journal (a writer killed mid-transaction) is rolled back by the next read-write connection,
     Optuna's: the read-only check of the plan cannot, and must let it through."""
-    from appzoo.search.study import check_study_folder
+    from appzoo.search.storage import check_study_folder
 
     db = _optuna_study(tmp_path / "search")
     killed = ("import os, sqlite3\n"

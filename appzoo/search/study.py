@@ -6,24 +6,20 @@ file in ``search/workers/`` for its life and names it on each trial it starts, s
 by a worker that is gone (killed, or the machine lost) is known at once: it is marked failed and its
 settings are queued again, to continue from its folder's last checkpoint (``trainer.resume: auto``).
 Starting trials and counting them happen under one file lock (``search/.study.lock``), so two workers
-on one folder never start more trials than asked, and never the same queued trial twice.
-A study folder that cannot be used (a corrupt or read-only ``study.db``, a file where the folder should be)
-is found while planning, read-only; an SQLite error once the search runs is one line naming the file too.
+on one folder never start more trials than asked, and never the same queued trial twice
+(:mod:`appzoo.search.workers`). A study folder that cannot be used (a corrupt or read-only ``study.db``, a
+file where the folder should be) is found while planning, read-only; an SQLite error once the search runs is
+one line naming the file too (:mod:`appzoo.search.storage`).
 """
-import contextlib
 import copy
 import dataclasses
-import fcntl
 import functools
 import json
 import os
-import socket
-import sqlite3
 import time
-import urllib.parse
 from typing import List, Optional
 
-from appzoo.errors import ConfigError, DivergedError, RunError, UserError, first_line
+from appzoo.errors import ConfigError, DivergedError, RunError, UserError
 from appzoo.experiments import jobs
 from appzoo.experiments.backends import LOCAL
 from appzoo.experiments.jobs import Job
@@ -33,10 +29,11 @@ from appzoo.run import callbacks as cb
 from appzoo.run.plan import validate
 from appzoo.search import results
 from appzoo.search.space import Dimension, parse_specs
+from appzoo.search.storage import STUDY_FILE, check_study_folder, storage_errors
+from appzoo.search.workers import Worker, requeue_abandoned
 from appzoo.utils.progress import note
 
 STUDY_NAME = "search"
-STUDY_FILE = "study.db"
 OPTUNA_TESTED = "5.0.0"
 
 
@@ -115,111 +112,6 @@ def plan_search(config, param_path, specs, trials=None, timeout=None, do=None, c
 
 # ------------------------------------------------------------- the study
 #: What a message about a study that cannot be used says to do.
-NEW_STUDY = ("move it and the trial folders beside it away, or set trainer.output_dir to another folder, to start "
-             "a new study")
-
-
-def check_study_folder(root):
-    """Before anything is written: ``root`` (``<output_dir>/search``) is a folder or absent, and its
-    ``study.db`` is absent, empty, or an Optuna study that SQLite reads whole and this process may write.
-    A UserError naming the file otherwise; reads only (a read-only connection)."""
-    if not os.path.lexists(root):
-        return
-    if not os.path.isdir(root):
-        raise UserError(f"{root}: is a file, not a folder; a search keeps its study and its trials in "
-                        f"<output_dir>/search/: move the file away, or set trainer.output_dir to another folder")
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise UserError(f"{root}: cannot write in this folder (the study and its trials are kept there); make it "
-                        f"writable, or set trainer.output_dir to another folder")
-    path = os.path.join(root, STUDY_FILE)
-    if not os.path.lexists(path):
-        return
-    if os.path.isdir(path):
-        raise UserError(f"{path}: is a folder, not an Optuna study file; {NEW_STUDY}")
-    if not os.path.isfile(path):
-        raise UserError(f"{path}: not a regular file (a broken link, a device or a pipe); {NEW_STUDY}")
-    if not os.access(path, os.R_OK | os.W_OK):
-        raise UserError(f"{path}: cannot write the study (read-only); make it writable, or set "
-                        f"trainer.output_dir to another folder")
-    if os.path.getsize(path) == 0:
-        return  # made and left empty (a start killed at once): Optuna makes the study in it
-    try:
-        tables = _read_tables(path)
-    except sqlite3.DatabaseError as error:
-        if "readonly" in str(error):  # a journal a killed writer left: Optuna's read-write connection rolls it back
-            return
-        raise UserError(f"{path}: not a readable Optuna study ({first_line(error)}); {NEW_STUDY}") from None
-    if tables and not {"studies", "version_info"} <= set(tables):
-        raise UserError(f"{path}: not an Optuna study (an SQLite database of the tables {', '.join(tables)}); "
-                        f"{NEW_STUDY}")
-    if tables:
-        _check_schema(path)
-
-
-def _check_schema(path):
-    """Optuna opens the study read-only: a schema of another Optuna version is a UserError that says how
-    to upgrade it (Optuna's own advice, with the study's address)."""
-    import optuna
-
-    url = f"sqlite:///{os.path.abspath(path)}"
-    try:
-        storage = optuna.storages.RDBStorage(f"sqlite:///file:{urllib.parse.quote(os.path.abspath(path))}"
-                                             f"?mode=ro&uri=true", engine_kwargs={"connect_args": {"timeout": 60}})
-    except RuntimeError as error:  # Optuna's message ends with the command that upgrades the study
-        raise UserError(f"{path}: {str(error).strip().splitlines()[0].replace('$STORAGE_URL', url)}") from None
-    except Exception as error:  # noqa: B902  (only an error SQLite raised underneath is translated)
-        cause = _sqlite_error(error)
-        if cause is None:
-            raise
-        raise UserError(f"{path}: not a readable Optuna study ({first_line(cause)}); {NEW_STUDY}") from None
-    storage.engine.dispose()
-
-
-def _read_tables(path):
-    """The tables of the SQLite database ``path``, after SQLite's own check of every page (quick_check)."""
-    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=60)) as db:
-        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
-        if problems != ["ok"]:
-            raise sqlite3.DatabaseError(f"database disk image is malformed: {problems[0]}")
-        return sorted(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
-
-
-def _sqlite_error(error):
-    """The sqlite3 error under an SQLAlchemy or Optuna one (each wraps the one below), or None."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, sqlite3.Error):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
-@contextlib.contextmanager
-def storage_errors(root):
-    """An error of SQLite under the study (read-only, full, locked for too long, damaged) as one line
-    naming ``study.db`` and what to do, in place of SQLAlchemy's traceback."""
-    try:
-        yield
-    except Exception as error:  # noqa: B902  (only an error SQLite raised underneath is translated)
-        cause = _sqlite_error(error)
-        if cause is None:
-            raise
-        path, text = os.path.join(root, STUDY_FILE), first_line(cause)
-        if "readonly" in text or "unable to open" in text:
-            raise UserError(f"{path}: cannot write the study ({text}); make it and its folder writable, or set "
-                            f"trainer.output_dir to another folder") from None
-        if "full" in text:
-            raise RunError(f"{path}: cannot write the study ({text}); free some space, then the same command "
-                           f"continues the study") from None
-        if "locked" in text:
-            raise RunError(f"{path}: another worker held the study locked for over a minute ({text}); on a "
-                           f"network file system without working locks, keep trainer.output_dir on a local "
-                           f"disk") from None
-        raise UserError(f"{path}: not a readable Optuna study ({text}); {NEW_STUDY}") from None
-
-
 def _quiet_optuna():
     import warnings
 
@@ -275,69 +167,6 @@ def load_study(search, worker_index=0):
                           f"{json.dumps(saved)}; this search is of {search.metric} over {json.dumps(space)}; "
                           f"search the same space to continue it, or set trainer.output_dir to another folder")
     return study
-
-
-class Worker:
-    """This process's lock file in ``search/workers/`` (held for its life), and the study lock."""
-
-    def __init__(self, root):
-        self.root = root
-        self.folder = os.path.join(root, "workers")
-        os.makedirs(self.folder, exist_ok=True)
-        with self.study_lock():
-            self.index = len(os.listdir(self.folder))
-            self.name = f"{self.index:03d}-{socket.gethostname()}-{os.getpid()}.lock"
-            self._fd = os.open(os.path.join(self.folder, self.name), os.O_CREAT | os.O_RDWR, 0o644)
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-    @contextlib.contextmanager
-    def study_lock(self):
-        fd = os.open(os.path.join(self.root, ".study.lock"), os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-    def alive(self, name):
-        """Whether the worker of lock file ``name`` still holds it (a dead one's flock went with it)."""
-        if name == self.name:
-            return True
-        try:
-            fd = os.open(os.path.join(self.folder, name), os.O_RDWR)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing drops a lock taken just now
-
-    def release(self):
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def requeue_abandoned(study, worker):
-    """Trials left running by a worker that is gone: failed, their settings queued again to continue in
-    the same folder (the new trial's ``continues`` names the old one). Call under the study lock."""
-    from optuna.trial import TrialState
-
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = trial.user_attrs.get("worker")  # None: its worker died between ask() and naming itself,
-        if owner is not None and worker.alive(owner):  # both under the lock this worker holds now
-            continue
-        owner = owner or "a worker"
-        study.tell(trial.number, state=TrialState.FAIL)
-        folder = trial.user_attrs.get("folder")
-        study.enqueue_trial(trial.params, user_attrs={"folder": folder, "continues": trial.number})
-        note(f"search: trial {trial.number} was left running by {owner}, which is gone; queued again to "
-             f"continue from {folder}")
 
 
 def next_trial(search, study, worker, started):
