@@ -45,9 +45,7 @@ class ServedModel:
     def __init__(self, name, best, config, threads, on_batch=None):
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
-        self.predictor = Predictor(best, engine=config.engine, batch_size=config.max_batch_size,
-                                   num_threads=threads, precision=config.precision,
-                                   quantization=config.quantization, calibration_examples=config.calibration_examples)
+        self.predictor = Predictor(best, spec=config.inference(threads), batch_size=config.max_batch_size)
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
         self.input_kind = INPUT_KINDS.get(self.task, "text")
         self.predictor.predict([_WARM_UP[self.input_kind]])  # the first batch pays the graph's set-up
