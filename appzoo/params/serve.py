@@ -1,6 +1,6 @@
 """The ``serve`` section of a param file (and the options of ``python -m appzoo.serve``)."""
 import dataclasses
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 from appzoo.params.keys import Key, build_section, check_fields
 from appzoo.params.inference import (DEFAULT_CALIBRATION, CalibrationExamples, Engine, InferenceSpec, Precision,
