@@ -201,6 +201,31 @@ def test_precision_keys_are_checked_with_the_engine_in_the_param_file_and_serve(
         ServeConfig.from_section({"engine": "onnxruntime", "precision": "bf16"})
 
 
+def test_one_inference_spec_is_checked_once_under_each_sections_key_paths(trained):
+    """The trainer and serve sections and the Predictor's keywords build one InferenceSpec and check it with one
+    check, each naming its own keys; the Predictor takes a spec checked elsewhere, or its keywords, not both."""
+    from appzoo.params.inference import InferenceSpec
+    from appzoo.params.serve import ServeConfig
+    from appzoo.params.trainer import TrainerConfig
+
+    assert TrainerConfig(inference_engine="onnxruntime", inference_precision="int8", num_threads=2).inference == \
+        InferenceSpec("onnxruntime", "int8", "dynamic", 256, 2)
+    assert ServeConfig(threads=3).inference(1) == InferenceSpec("onnxruntime", "fp32", "dynamic", 256, 1)
+    assert InferenceSpec("onnxruntime", "int8", "static", 64).evaluated_with() == \
+        {"engine": "onnxruntime", "precision": "int8", "quantization": "static", "calibration_examples": 64}
+    with pytest.raises(ConfigError, match=r"^serve\.precision: 'int8' needs a graph engine"):
+        ServeConfig(engine="dygraph", precision="int8")
+    best = trained["cls"][0]
+    with pytest.raises(ConfigError, match=r"^quantization: 'statc' is not a quantization; did you mean 'static'\? "
+                                          r"\(accepted: dynamic, static\)$"):
+        Predictor(best, engine="onnxruntime", precision="int8", quantization="statc")
+    with pytest.raises(ConfigError, match=r"^num_threads: must be >= 1, got 0$"):
+        Predictor(best, num_threads=0)
+    with pytest.raises(TypeError, match="give spec, or engine"):
+        Predictor(best, engine="onnxruntime", spec=InferenceSpec())
+    assert Predictor(best, spec=InferenceSpec()).spec == InferenceSpec()
+
+
 @pytest.mark.skipif(not HAVE_BF16, reason=f"this CPU reports neither {' nor '.join(BF16_FLAGS)}")
 def test_a_graph_paddle_cannot_run_in_bf16_is_refused_at_load_in_one_line(trained, monkeypatch):
     """Paddle 3.3.1's bf16 passes fail on the all-MiniLM-L6-v2 graphs at the first batch (RuntimeError:

@@ -131,6 +131,26 @@ def test_batches_are_padded_and_the_model_gets_only_its_forward_keys(tmp_path):
     assert t.model.seen and all(keys == ["labels", "x"] for keys in t.model.seen)  # never "ids"
 
 
+def test_one_forward_key_filter_for_training_and_the_dygraph_engine():
+    """appzoo.task.model.forward_inputs: the trainer keeps labels, a prediction drops them; a forward(**kwargs)
+    takes every key."""
+    from appzoo.task.model import forward_inputs
+
+    class Named:
+        def forward(self, x, labels=None):
+            pass
+
+    class Open:
+        def forward(self, **kwargs):
+            pass
+
+    batch = {"x": 1, "ids": 2, "labels": 3}
+    assert forward_inputs(Named())(batch) == {"x": 1, "labels": 3}
+    assert forward_inputs(Named(), labels=False)(batch) == {"x": 1}
+    assert forward_inputs(Open())(batch) == batch
+    assert forward_inputs(Open(), labels=False)(batch) == {"x": 1, "ids": 2}
+
+
 def test_every_step_trains_on_a_batch_and_the_loss_goes_down(tmp_path):
     t = trainer(tmp_path, max_steps=30, eval_steps=0, logging_steps=5)
     features, dev = split(t.reader)

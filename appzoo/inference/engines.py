@@ -20,30 +20,26 @@ naming why and what to use instead where it does not (never a silent fp32):
 
 An engine may be called from several threads at once, each with its own batch.
 """
-import inspect
 import os
 import threading
 
 import numpy as np
 
 from appzoo.errors import UserError, first_line
-# The keys and their checks are declared once, with the sections that embed them.
-from appzoo.params.inference import check_precision
+from appzoo.task.model import forward_inputs
 
 
-def create(engine, model, inference_dir=None, num_threads=None, mkldnn=True, precision="fp32", calibration=None):
-    """The engine named ``engine`` (one of :data:`ENGINES`) over ``model`` and, for a
-    graph engine, the graph exported into ``inference_dir``, in ``precision``
-    (checked by :func:`check_precision`). ``calibration``: for int8, None for
-    dynamic quantization, or ``(name, batches)`` for static: a name for its
-    cache and a function returning collated batches to calibrate on."""
-    check_precision(engine, precision, "precision")
+def create(spec, model, inference_dir=None, mkldnn=True, calibration=None):
+    """The engine ``spec`` names (an :class:`~appzoo.params.inference.InferenceSpec`, checked where it was
+    built) over ``model`` and, for a graph engine, the graph exported into ``inference_dir``, in the spec's
+    precision on its threads. ``calibration``: for int8, None for dynamic quantization, or ``(name, batches)``
+    for static: a name for its cache and a function returning collated batches to calibrate on."""
     model.eval()
-    if engine == "dygraph":
+    if spec.engine == "dygraph":
         return _Dygraph(model)
-    if engine == "paddle_inference":
-        return _PaddleInference(model, inference_dir, _threads(num_threads), mkldnn, precision)
-    return _OnnxRuntime(model, inference_dir, _threads(num_threads), precision, calibration)
+    if spec.engine == "paddle_inference":
+        return _PaddleInference(model, inference_dir, _threads(spec.threads), mkldnn, spec.precision)
+    return _OnnxRuntime(model, inference_dir, _threads(spec.threads), spec.precision, calibration)
 
 
 def _threads(num_threads):
@@ -59,10 +55,10 @@ class _Dygraph:
 
     def __init__(self, model):
         self.model = model
-        self.names = [n for n in inspect.signature(model.forward).parameters if n != "labels"]
+        self.inputs = forward_inputs(model, labels=False)
 
     def __call__(self, batch, tensors):
-        return self.model(**{k: tensors[k] for k in self.names if k in tensors})
+        return self.model(**self.inputs(tensors))
 
 
 class _Static:

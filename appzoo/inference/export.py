@@ -25,14 +25,13 @@ import logging
 import os
 import warnings
 
-from appzoo.store.run_files import BY_KEY
 from appzoo.store import bundle
+from appzoo.store.archive import RunFolder
 from appzoo.errors import RunError, UserError, first_line
 from appzoo.utils.files import file_sha256, read_json, swap_in, write_json
 
 ONNX_FILE = "model.onnx"
 SOURCE_FILE = "exported_from.json"
-FOLDER = BY_KEY["inference"].name
 #: hex digits of the source key in the names of the int8 files
 KEY_LENGTH = 12
 
@@ -44,11 +43,6 @@ def graph_files(folder):
         if os.path.isfile(os.path.join(folder, name)) and os.path.isfile(os.path.join(folder, "model.pdiparams")):
             return os.path.join(folder, name), os.path.join(folder, "model.pdiparams")
     return None
-
-
-def folder_of(best):
-    """Where the export of the ``best/`` folder ``best`` lives: ``inference/`` beside it, in its run folder."""
-    return os.path.join(os.path.dirname(os.path.abspath(best)), FOLDER)
 
 
 def source_key(trained, best):
@@ -76,10 +70,11 @@ def exported_key(folder):
 
 
 def current(trained, best, folder=None):
-    """The export folder of ``trained`` (see :func:`source_key`), ``folder`` or ``inference/`` beside
-    ``best``: exported first unless it holds the graph of this very model. Freshness is a content check,
-    made once per call: best/ hashed, compared with the key the export recorded."""
-    folder = folder_of(best) if folder is None else folder
+    """The export folder of ``trained`` (see :func:`source_key`), ``folder`` or the ``inference/`` of the run
+    folder ``best`` sits in (:meth:`RunFolder.of_best`): exported first unless it holds the graph of this very
+    model. The one place that decides whether an export is stale: a content check, made once per call (best/
+    hashed, compared with the key the export recorded)."""
+    folder = RunFolder.of_best(best).inference if folder is None else folder
     key = source_key(trained, best)
     if key is None or exported_key(folder) != key:
         export(trained.model, folder, key)

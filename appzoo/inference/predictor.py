@@ -33,8 +33,8 @@ import unicodedata
 from appzoo.store import bundle
 
 from appzoo.inference import engines, export, prediction
-from appzoo.params import inference as keys
-from appzoo.errors import ConfigError, DataError
+from appzoo.params.inference import DEFAULT_CALIBRATION, InferenceSpec
+from appzoo.errors import DataError
 from appzoo.utils.files import file_sha256
 from appzoo.utils.progress import bars
 
@@ -66,37 +66,29 @@ class Predictor:
 
     def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
                  mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
-                 calibration_examples=keys.DEFAULT_CALIBRATION):
-        keys.check_engine(engine, "engine")
-        keys.check_precision(engine, precision, "precision")
-        trained = bundle.load(best, "Predictor")
-        if engine != "dygraph":
-            inference_dir = export.current(trained, best, inference_dir)
-        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
-                     precision, quantization, calibration_examples)
-
-    @classmethod
-    def from_bundle(cls, trained, *, engine, inference_dir, batch_size=64, num_threads=None, mkldnn=True,
-                    precision="fp32", quantization="dynamic", calibration_examples=keys.DEFAULT_CALIBRATION):
-        """A Predictor over the :class:`~appzoo.store.bundle.Bundle` a run already holds (the runner's eval and predict)."""
-        self = cls.__new__(cls)
-        self._set_up(trained, engine, inference_dir, batch_size, num_threads, mkldnn, True,
-                     precision, quantization, calibration_examples)
-        return self  # progress bars as the run says (trainer.progress_bar)
-
-    def _set_up(self, trained, engine, inference_dir, batch_size, num_threads, mkldnn, progress_bar,
-                precision, quantization, calibration_examples):
-        self.bundle, self.engine_name, self.batch_size, self.progress_bar = trained, engine, batch_size, progress_bar
-        if quantization not in keys.QUANTIZATIONS:
-            raise ConfigError(f"quantization: {quantization!r} is not a quantization (accepted: "
-                              f"{', '.join(keys.QUANTIZATIONS)})")
+                 calibration_examples=DEFAULT_CALIBRATION, spec=None, trained=None):
+        """``best``: a ``best/`` folder; ``trained``: the :class:`~appzoo.store.bundle.Bundle` loaded from it
+        when the caller holds it already (a run's eval and predict), else it is loaded here. ``spec``: an
+        :class:`~appzoo.params.inference.InferenceSpec` checked by the section that built it (the runner's and
+        the server's), in place of ``engine``, ``precision``, ``quantization``, ``calibration_examples`` and
+        ``num_threads``, which are checked here. ``inference_dir``: where the graph engines' export lives (None:
+        the ``inference/`` of ``best``'s run folder), exported first unless it is of this very model."""
+        given = InferenceSpec(engine, precision, quantization, calibration_examples, num_threads)
+        if spec is None:
+            spec = given.check({"threads": "num_threads"})
+        elif given != InferenceSpec():
+            raise TypeError("Predictor: give spec, or engine, precision, quantization, calibration_examples and "
+                            "num_threads, not both")
+        self.spec, self.batch_size, self.progress_bar = spec, batch_size, progress_bar
+        self.bundle = bundle.load(best, "Predictor") if trained is None else trained
+        if spec.engine != "dygraph":
+            inference_dir = export.current(self.bundle, best, inference_dir)
         calibration = None
-        if precision == "int8" and quantization == "static":  # the cache's name says which dev set calibrated it
-            name = f"dev{calibration_examples}-{file_sha256(self._dev_file())[:8]}"
-            calibration = (name, lambda: self._calibration_batches(calibration_examples))
-        self.engine = engines.create(engine, trained.model, inference_dir, num_threads, mkldnn, precision,
-                                     calibration)
-        self.reader_state = trained.reader.state()
+        if spec.precision == "int8" and spec.quantization == "static":  # the cache's name says which dev set
+            name = f"dev{spec.calibration_examples}-{file_sha256(self._dev_file())[:8]}"
+            calibration = (name, lambda: self._calibration_batches(spec.calibration_examples))
+        self.engine = engines.create(spec, self.bundle.model, inference_dir, mkldnn, calibration)
+        self.reader_state = self.bundle.reader.state()
 
     model = property(lambda self: self.bundle.model)
     reader = property(lambda self: self.bundle.reader)

@@ -1,28 +1,86 @@
-"""The inference keys (engine, precision, quantization, calibration examples) that the trainer and serve
-sections both embed, and their one check: declared here, below the engines that run them.
+"""What a trained model predicts on (:class:`InferenceSpec`: engine, precision, quantization, calibration
+examples, threads): its keys, declared once for the trainer and serve sections that embed them, and its one
+check, below the engines that run it.
 
 Precisions, each where it runs, and refused in one line naming why and what to use instead where it does not
 (never a silent fp32): ``fp32`` on every engine; ``bf16`` on Paddle Inference's oneDNN kernels, on a CPU that
 reports ``avx512_bf16`` or ``amx_bf16``; ``int8`` on ONNX Runtime (``dynamic`` or ``static`` quantization by
 ``onnxruntime.quantization``). Paddle 3.3.1 has no int8 path for its PIR exports (docs/deployment.md).
 """
+import dataclasses
 import importlib.util
+from typing import Annotated, Literal, Optional
 
 from appzoo.env import cpu_flags
 from appzoo.errors import ConfigError
+from appzoo.params.keys import Key, check_value
 from appzoo.registry import did_you_mean
 
 ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
 PRECISIONS = ("fp32", "bf16", "int8")
 QUANTIZATIONS = ("dynamic", "static")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
-#: The help of the precision keys, the same in the trainer and serve sections.
-PRECISION_HELP = ("the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or "
-                  "amx_bf16); int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")
-QUANTIZATION_HELP = ("how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation "
-                     "ranges calibrated on calibration_examples dev examples; cached next to the export)")
-CALIBRATION_HELP = "dev examples static int8 calibrates on"
 DEFAULT_CALIBRATION = 256
+
+# The keys, each annotated once; the trainer section (inference_engine, inference_precision, ...) and the serve
+# section (engine, precision, ...) name them as they always have. The engine's installed package and the
+# precision's fit with the engine are :meth:`InferenceSpec.check`'s, made once the section is built.
+Engine = Annotated[Literal[ENGINES], Key(
+    "what the model predicts on (eval and predict of a run; the served models): the Paddle model, or the graph "
+    "exported into the run's inference/ folder on Paddle Inference (oneDNN on CPU) or on ONNX Runtime (the "
+    "fastest at batch 1, and within 25% of Paddle Inference at batch 32; docs/deployment.md)")]
+Precision = Annotated[Literal[PRECISIONS], Key(
+    "the numbers the engine computes in: fp32; bf16 (paddle_inference, on a CPU with avx512_bf16 or amx_bf16); "
+    "int8 (onnxruntime). Speed and agreement with fp32: docs/deployment.md")]
+Quantization = Annotated[Literal[QUANTIZATIONS], Key(
+    "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
+    "calibrated on calibration_examples dev examples; cached next to the export)")]
+CalibrationExamples = Annotated[int, Key("dev examples static int8 calibrates on", ge=1)]
+_Threads = Annotated[Optional[int], Key("CPU threads of the engine (null: the process default)", ge=1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceSpec:
+    """What a trained model predicts on: built by a section from its keys (``TrainerConfig.inference``,
+    ``ServeConfig.inference``) or by the Predictor from its keyword arguments, and checked there once
+    (:meth:`check`); the Predictor and the engines take it as checked. ``threads``: the engine's CPU threads
+    (None: ``OMP_NUM_THREADS``, else the cores this process may use)."""
+
+    engine: Engine = "dygraph"
+    precision: Precision = "fp32"
+    quantization: Quantization = "dynamic"
+    calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
+    threads: _Threads = None
+
+    def check(self, key_paths=None):
+        """This spec, or a one-line ConfigError naming the key path (``key_paths``: ``{field: key path}``;
+        a field left out is named as itself, the Predictor's keyword) of what is wrong: an unknown name, an
+        engine whose package is not installed, a precision the engine does not run here."""
+        paths = {field.name: field.name for field in dataclasses.fields(self)} | dict(key_paths or {})
+        check_engine(self.engine, paths["engine"])
+        check_precision(self.engine, self.precision, paths["precision"])
+        if self.quantization not in QUANTIZATIONS:
+            raise ConfigError(f"{paths['quantization']}: {self.quantization!r} is not a quantization"
+                              f"{did_you_mean(self.quantization, QUANTIZATIONS)} "
+                              f"(accepted: {', '.join(QUANTIZATIONS)})")
+        check_value(paths["calibration_examples"], self.calibration_examples, CalibrationExamples)
+        check_value(paths["threads"], self.threads, _Threads)
+        return self
+
+    def evaluated_with(self):
+        """What metrics.json says an evaluation ran on: ``{"engine", "precision"}``, with ``quantization`` (and,
+        static, ``calibration_examples``) for int8."""
+        out = {"engine": self.engine, "precision": self.precision}
+        if self.precision == "int8":
+            out["quantization"] = self.quantization
+            if self.quantization == "static":
+                out["calibration_examples"] = self.calibration_examples
+        return out
+
+    @classmethod
+    def of(cls, section, keys):
+        """The spec ``section`` (a section's dataclass) holds under ``keys`` (``{field: the section's key}``)."""
+        return cls(**{field: getattr(section, key) for field, key in keys.items()})
 
 
 def check_engine(engine, key_path="trainer.inference_engine"):

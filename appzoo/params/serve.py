@@ -1,16 +1,17 @@
 """The ``serve`` section of a param file (and the options of ``python -m appzoo.serve``)."""
 import dataclasses
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 from appzoo.params.keys import Key, build_section, check_fields
-from appzoo.params.inference import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
-                            QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
+from appzoo.params.inference import (DEFAULT_CALIBRATION, CalibrationExamples, Engine, InferenceSpec, Precision,
+                                     Quantization)
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 
 
-def _engine_installed(value, key_path):
-    check_engine(value, key_path)
+#: The serve section's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields.
+INFERENCE_KEYS = {"engine": "engine", "precision": "precision", "quantization": "quantization",
+                  "calibration_examples": "calibration_examples", "threads": "threads"}
 
 
 @dataclasses.dataclass
@@ -20,13 +21,10 @@ class ServeConfig:
     host: Annotated[str, Key("address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface, "
                              "for a container)", nonempty=True)] = "127.0.0.1"
     port: Annotated[int, Key("TCP port to listen on (0: any free port, printed at start)", ge=0, le=65535)] = 8000
-    engine: Annotated[Literal[ENGINES], Key(
-        "what the models run on: the Paddle model, or the graph exported into <run>/inference/ on Paddle "
-        "Inference (oneDNN on CPU) or ONNX Runtime (the default: the fastest at batch 1, and within 25% of "
-        "Paddle Inference at batch 32; docs/deployment.md)", check=_engine_installed)] = "onnxruntime"
-    precision: Annotated[Literal[PRECISIONS], Key(PRECISION_HELP)] = "fp32"
-    quantization: Annotated[Literal[QUANTIZATIONS], Key(QUANTIZATION_HELP)] = "dynamic"
-    calibration_examples: Annotated[int, Key(CALIBRATION_HELP, ge=1)] = DEFAULT_CALIBRATION
+    engine: Engine = "onnxruntime"
+    precision: Precision = "fp32"
+    quantization: Quantization = "dynamic"
+    calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
     max_batch_size: Annotated[int, Key(
         "inputs a model runs together at most: a batch runs when this many wait, or when the oldest request "
         "has waited max_wait_ms (1: no batching across requests)", ge=1)] = 32
@@ -63,7 +61,13 @@ class ServeConfig:
 
     def __post_init__(self):
         check_fields(self, "serve")
-        check_precision(self.engine, self.precision, "serve.precision")
+        self.inference().check({field: f"serve.{key}" for field, key in INFERENCE_KEYS.items()})
+
+    def inference(self, threads=None):
+        """What each model runs on (:class:`~appzoo.params.inference.InferenceSpec`), checked when the section
+        was built; ``threads``: its engine's (:meth:`engine_threads`), else ``serve.threads``."""
+        spec = InferenceSpec.of(self, INFERENCE_KEYS)
+        return spec if threads is None else dataclasses.replace(spec, threads=threads)
 
     @classmethod
     def from_section(cls, section):

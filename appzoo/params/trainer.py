@@ -3,8 +3,8 @@ import dataclasses
 from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.params.keys import Key, check_fields
-from appzoo.params.inference import (CALIBRATION_HELP, DEFAULT_CALIBRATION, ENGINES, PRECISION_HELP, PRECISIONS,
-                            QUANTIZATION_HELP, QUANTIZATIONS, check_engine, check_precision)
+from appzoo.params.inference import (DEFAULT_CALIBRATION, CalibrationExamples, Engine, InferenceSpec, Precision,
+                                     Quantization)
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
@@ -19,8 +19,10 @@ def _not_blank(value, key_path):
         raise ConfigError(f"{key_path}: must not be empty or blank, got {value!r}")
 
 
-def _engine_installed(value, key_path):
-    check_engine(value, key_path)
+#: The trainer's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields.
+INFERENCE_KEYS = {"engine": "inference_engine", "precision": "inference_precision",
+                  "quantization": "inference_quantization", "calibration_examples": "calibration_examples",
+                  "threads": "num_threads"}
 
 
 @dataclasses.dataclass
@@ -96,16 +98,20 @@ class TrainerConfig:
                                   "VisualDL (needs the visualdl package)")] = False
     device: Annotated[Literal["auto", "cpu", "gpu"], Key(
         "where to train: auto picks the GPU when paddle is a CUDA build")] = "auto"
-    inference_engine: Annotated[Literal[ENGINES], Key(
-        "what eval and predict run on: the Paddle model, or the graph exported into output_dir/inference/ "
-        "on Paddle Inference (oneDNN on CPU) or on ONNX Runtime", check=_engine_installed)] = "dygraph"
-    inference_precision: Annotated[Literal[PRECISIONS], Key(PRECISION_HELP)] = "fp32"
-    inference_quantization: Annotated[Literal[QUANTIZATIONS], Key(QUANTIZATION_HELP)] = "dynamic"
-    calibration_examples: Annotated[int, Key(CALIBRATION_HELP, ge=1)] = DEFAULT_CALIBRATION
+    inference_engine: Engine = "dygraph"
+    inference_precision: Precision = "fp32"
+    inference_quantization: Quantization = "dynamic"
+    calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
 
     def __post_init__(self):
         check_fields(self, "trainer")  # also when built from Python, not only from a param file
         self.check_keys_together()
+
+    @property
+    def inference(self):
+        """What eval and predict run on (:class:`~appzoo.params.inference.InferenceSpec`), checked when the
+        section was built."""
+        return InferenceSpec.of(self, INFERENCE_KEYS)
 
     def dev_metric(self, reader):
         """``(name, greater_is_better)`` of the dev metric that chooses ``best/``:
@@ -118,7 +124,7 @@ class TrainerConfig:
 
     def check_keys_together(self):
         """What no single key's annotation can say."""
-        check_precision(self.inference_engine, self.inference_precision, "trainer.inference_precision")
+        self.inference.check({field: f"trainer.{key}" for field, key in INFERENCE_KEYS.items()})
         if self.group_by_length is not None and self.sampler is not None \
                 and self.group_by_length != (self.sampler == "by_length"):
             raise ConfigError(f"trainer.group_by_length: {str(self.group_by_length).lower()} contradicts "

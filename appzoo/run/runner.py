@@ -202,7 +202,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
     described = {}  # the mistakes of each evaluated split, for report.html
-    engine = _evaluated_with(cfg, predictor)
+    engine = _evaluated_with(predictor)
     aside = "eval" in plan.do and "train" not in plan.do and not _is_the_runs_own(folder, engine)
     if "eval" in plan.do:  # every rank evaluates its share; the main process writes
         evaluated = {}
@@ -285,14 +285,10 @@ def _predictor_for(plan, trained, trainer, folder):
         note(f"note: trainer.inference_engine: {cfg.inference_engine!r} is single-process; this data-parallel "
              f"run evaluates and predicts on the dygraph model")
         return None
-    from appzoo.inference import export
     from appzoo.inference.predictor import Predictor
 
-    target = export.current(trained, _source(plan, folder), folder.inference)
-    return Predictor.from_bundle(trained, engine=cfg.inference_engine, inference_dir=target,
-                                 batch_size=cfg.eval_batch_size, num_threads=cfg.num_threads,
-                                 precision=cfg.inference_precision, quantization=cfg.inference_quantization,
-                                 calibration_examples=cfg.calibration_examples)
+    return Predictor(_source(plan, folder), trained=trained, spec=cfg.inference, inference_dir=folder.inference,
+                     batch_size=cfg.eval_batch_size, progress_bar=True)  # bars as trainer.progress_bar says
 
 
 def _source(plan, folder):
@@ -307,17 +303,11 @@ def _export(plan, trained, folder):
     return export.export(trained.model, folder.inference, export.source_key(trained, _source(plan, folder)))
 
 
-def _evaluated_with(cfg, predictor):
-    """What eval and predict run on: ``{"engine", "precision"}``, with ``quantization`` (and, static,
-    ``calibration_examples``) for int8."""
+def _evaluated_with(predictor):
+    """What eval and predict run on (:meth:`~appzoo.params.inference.InferenceSpec.evaluated_with`)."""
     if predictor is None:  # the dygraph model (a data-parallel run of a graph engine too)
         return dict(OWN_ENGINE)
-    engine = {"engine": cfg.inference_engine, "precision": cfg.inference_precision}
-    if cfg.inference_precision == "int8":
-        engine["quantization"] = cfg.inference_quantization
-        if cfg.inference_quantization == "static":
-            engine["calibration_examples"] = cfg.calibration_examples
-    return engine
+    return predictor.spec.evaluated_with()
 
 
 #: What the metrics of a metrics.json that does not say (one written before they were labelled) came from.

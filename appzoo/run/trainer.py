@@ -9,7 +9,6 @@ that hold the run folder. Everything that must survive a restart lives in
 """
 import contextlib
 import dataclasses
-import inspect
 import math
 import time
 
@@ -21,6 +20,7 @@ from appzoo.inference import prediction
 from appzoo.data.sampler import Sampler
 from appzoo.errors import DivergedError, Interrupted
 from appzoo.metrics import scalars
+from appzoo.task.model import forward_inputs
 from appzoo.utils.progress import note, progress
 # the op ClipGradByGlobalNorm sums squares with: same bits, and 10x faster than paddle.square().sum()
 from paddle.nn.clip import _squared_l2_norm
@@ -67,8 +67,7 @@ class Trainer:
         self._started = started or time.time()
         self._wall_before = 0.0  # wall time of the processes before a resume
         self.callbacks = [cb.KeepBest(), cb.EarlyStopping(config.patience), *callbacks]
-        params = inspect.signature(self.model.forward).parameters.values()
-        self._forward_keys = None if any(p.kind == p.VAR_KEYWORD for p in params) else {p.name for p in params}
+        self._inputs = forward_inputs(self.model)  # the batch keys its forward takes
         self._train_model = self.model
         if self.world_size > 1:
             paddle.distributed.init_parallel_env()
@@ -388,13 +387,6 @@ class Trainer:
     @staticmethod
     def _to_tensors(batch):
         return {k: paddle.to_tensor(v) for k, v in batch.items()}
-
-    def _inputs(self, batch):
-        """The batch keys the model's ``forward`` takes (as HF's Trainer does):
-        a reader's batch may carry more, for the model's ``decode``."""
-        if self._forward_keys is None:  # forward(**kwargs) takes them all
-            return batch
-        return {k: v for k, v in batch.items() if k in self._forward_keys}
 
 
 def _rename(key, names):

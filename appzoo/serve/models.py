@@ -41,9 +41,7 @@ class ServedModel:
     def __init__(self, name, best, config, threads, on_batch=None):
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
-        self.predictor = Predictor(best, engine=config.engine, batch_size=config.max_batch_size,
-                                   num_threads=threads, precision=config.precision,
-                                   quantization=config.quantization, calibration_examples=config.calibration_examples)
+        self.predictor = Predictor(best, spec=config.inference(threads), batch_size=config.max_batch_size)
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
         self.serving = self._declared_serving()
         self.input_kind = self.serving.input

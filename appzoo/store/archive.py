@@ -58,6 +58,11 @@ class RunFolder:
         self.root = root
         self._lock_fd = None
 
+    @classmethod
+    def of_best(cls, best):
+        """The run folder that the ``best/`` folder ``best`` sits in (``folder.inference``: its export's place)."""
+        return cls(os.path.dirname(os.path.abspath(best)))
+
     def path(self, name):
         return os.path.join(self.root, name)
 
