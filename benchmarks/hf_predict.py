@@ -41,7 +41,6 @@ import time
 
 import numpy as np
 import torch
-import transformers
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
 CLASSIFIERS = ("ErnieFcClassification",)
@@ -65,6 +64,7 @@ def _toolkit_module(path):
 
 SCHEMES = _toolkit_module("tasks/sequence_labeling/schemes.py")  # split_tag, transition_masks
 WINDOWS = _toolkit_module("tasks/sequence_labeling/windows.py")  # windows
+RECORD = _toolkit_module("benchmarks/record.py")  # versions
 
 
 # ---- best/ ----------------------------------------------------------------
@@ -507,7 +507,7 @@ def main(argv=None):
     result = {"texts": len(items), "batch32_texts_per_s": len(items) / b32_s,
               "batch1_texts": len(one), "batch1_texts_per_s": len(one) / b1_s,
               "tokenizer_share_b32": b32_tok / b32_s, "tokenizer_share_b1": b1_tok / b1_s,
-              "metric": metric, "torch": torch.__version__, "transformers": transformers.__version__,
+              "metric": metric, **RECORD.versions(("torch", "transformers")),
               "threads": args.threads, "attn_implementation": encoder.config._attn_implementation,
               "model": model_type, "data": data, "repeats": args.repeats}
     with open(args.out, "w", encoding="utf-8") as f:

@@ -37,6 +37,7 @@ import paddle  # noqa: E402
 import paddle.nn.functional as F  # noqa: E402
 
 from appzoo.losses import build_loss, losses_for  # noqa: E402
+from benchmarks.record import machine, machine_line  # noqa: E402
 
 
 def median_time(step, repeats, warmup=5):
@@ -163,8 +164,8 @@ def main():
                 fn, inputs = (lambda layer=layer: layer(q, p, n)), [q, p, n]
             rows.append((family, name, median_time(run_step(fn, inputs), args.repeats), baselines[family]))
 
-    print(f"forward+backward, median of {args.repeats}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-          f"paddle {paddle.__version__}\n")
+    print(f"forward+backward, median of {args.repeats}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; "
+          f"{machine_line(machine(('paddlepaddle',), optional=()))}\n")
     print("| family | loss | time (ms) | × ce | ≤ 1.3× |")
     print("|---|---|---:|---:|:---:|")
     for family, name, seconds, base in rows:

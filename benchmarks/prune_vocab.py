@@ -23,8 +23,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from appzoo.env import _cpuinfo_head  # noqa: E402
 from appzoo.utils.files import write_json, write_text  # noqa: E402
+from benchmarks.record import machine  # noqa: E402
 
 
 def measure(param_path, pruned, steps, threads, work):
@@ -59,8 +59,7 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "prune_vocab"))
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="appzoo-prune-bench-")
-    model = [line.partition(":")[2].strip() for line in _cpuinfo_head().splitlines() if line.startswith("model name")]
-    results = {"cpu": model[0] if model else "unknown", "threads": args.threads, "runs": {}}
+    results = {"cpu": machine()["cpu"], "threads": args.threads, "runs": {}}
     try:
         for path in args.param_paths:
             pruned = measure(path, True, args.steps, args.threads, work)

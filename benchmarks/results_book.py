@@ -28,6 +28,7 @@ from appzoo.utils.files import write_json, write_text  # noqa: E402
 # the sweep's own table, verdict rule and headline metrics, so the book and sweep.md never differ
 from appzoo.sweep import HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown  # noqa: E402
 from appzoo.sweep.summary import format_stats  # noqa: E402
+from benchmarks.record import machine_line  # noqa: E402
 
 DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
 SUMMARIES = os.path.join("benchmarks", "results", "sweeps")
@@ -267,14 +268,6 @@ def sizes(summary):
     return "no finished run"
 
 
-def environment_line(env):
-    if not env:
-        return "not recorded"
-    versions = ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items())
-    gpu = f", GPU {env['gpu']}" if env.get("gpu") else ", no GPU"
-    return f"{env.get('cpu')}, {env.get('cores')} cores{gpu}; {versions}"
-
-
 def also_verdicts(summary, key):
     """The sweep's verdict rule applied to another of its test metrics (the one a paper reports): a confirmation
     on unseen data, like the test verdict of the table, never the verdict a setting is chosen by."""
@@ -312,7 +305,7 @@ def sweep_section(folder, command=None, verdict_on=None, keep=False):
     summary = judge_summary(summary)  # verdicts by the current rule, also for a summary written before it
     total = sum(row["wall_time_s"].get("total") or 0.0 for row in summary["settings"])
     lines = [f"- Command: `{summary.get('command') or command}`",
-             f"- Machine: {environment_line(summary.get('environment'))}",
+             f"- Machine: {machine_line(summary.get('environment'))}",
              f"- Sizes: {summary['sizes']}",
              f"- Wall time: {total:.0f} s for {summary['runs_finished']} runs "
              f"({total / max(summary['runs_finished'], 1):.0f} s per run); runs finished {summary['runs_finished']} "

@@ -25,14 +25,13 @@ adds it to the results already in ``search_vs_grid.json`` (key ``search_P``; the
 as they were measured, not run again).
 
 Writes ``<results>/search_vs_grid.json``, ``.png`` and ``.md`` (the section for benchmarks/RESULTS.md; ``--book``
-puts it at the end of that file, replacing an earlier copy). The runs stay in ``--out``.
+puts it into that file in place of an earlier copy, or at its end). The runs stay in ``--out``.
 """
 import argparse
 import bisect
 import glob
 import json
 import os
-import platform
 import random
 import shlex
 import subprocess
@@ -41,6 +40,11 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from appzoo.utils.files import write_text  # noqa: E402  (atomic)
+from benchmarks.record import machine, put_section  # noqa: E402
+
 CONFIG = "benchmarks/configs/cls_tnews_fc.json"
 DATA = "data/benchmarks/classification/tnews"
 TITLE = "## TNEWS: --search (TPE + median pruning) vs a --sweep grid, CPU time to the grid's best"
@@ -267,8 +271,6 @@ def _reach(result, key):
 
 
 def plot(result, path):
-    if ROOT not in sys.path:
-        sys.path.insert(0, ROOT)
     from appzoo.utils.fonts import pyplot  # the toolkit's fonts, as every plot of it
 
     plt = pyplot()
@@ -436,42 +438,13 @@ def section(result, args, notes=()):
     return "\n".join(lines)
 
 
-def put_in_book(book_path, text):
-    with open(book_path, encoding="utf-8") as f:
-        book = f.read()
-    start = book.find(TITLE)
-    if start != -1:  # replace our section (to the next section or the end)
-        end = book.find("\n## ", start + len(TITLE))
-        book = book[:start] + (book[end + 1:] if end != -1 else "")
-    book = book.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    with open(book_path, "w", encoding="utf-8") as f:
-        f.write(book)
-
-
 def environment():
-    import importlib.metadata as md
-
-    cpu = platform.processor() or "?"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    version = lambda name: md.version(name) if _installed(name) else "?"  # noqa: E731
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "paddle": version("paddlepaddle"), "paddlenlp": version("paddlenlp"), "optuna": version("optuna"),
+    """The machine (:func:`benchmarks.record.machine`) in this benchmark's keys, as arms.json and the results keep it."""
+    info = machine(("paddlepaddle", "paddlenlp", "optuna"), optional=())
+    version = {package: v or "?" for package, v in info["versions"].items()}
+    return {"cpu": info["cpu"], "cores": info["cores"], "python": info["python"], "paddle": version["paddlepaddle"],
+            "paddlenlp": version["paddlenlp"], "optuna": version["optuna"],
             "load_start": " ".join(f"{x:.1f}" for x in os.getloadavg())}
-
-
-def _installed(name):
-    import importlib.metadata as md
-
-    try:
-        md.version(name)
-        return True
-    except md.PackageNotFoundError:
-        return False
 
 
 # ------------------------------------------------------------------ main
@@ -481,7 +454,8 @@ def main(argv=None):
                         help="folder of the data subsets and both arms' runs (default: %(default)s)")
     parser.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"),
                         help="where search_vs_grid.json/.png/.md go (default: %(default)s)")
-    parser.add_argument("--book", help="also put the section at the end of this file (benchmarks/RESULTS.md)")
+    parser.add_argument("--book", help="also put the section into this file (benchmarks/RESULTS.md): in place of an earlier "
+                        "copy, else at its end")
     parser.add_argument("--train-examples", type=int, default=8000)
     parser.add_argument("--dev-examples", type=int, default=1500)
     parser.add_argument("--test-examples", type=int, default=2000,
@@ -593,10 +567,9 @@ def main(argv=None):
 def write_section(result, args):
     md_path = os.path.join(args.results, "search_vs_grid.md")
     text = section(result, args, kept_notes(md_path))
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write(text)
-    if args.book:
-        put_in_book(args.book, text)
+    write_text(md_path, text)
+    if args.book:  # the section in place of an earlier copy (to the next "## " heading), else at the end
+        put_section(args.book, TITLE, text.removeprefix(TITLE), until="## ")
     print("\n".join(table(result)))
 
 

@@ -38,7 +38,6 @@ import datetime
 import http.client
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -46,17 +45,17 @@ import subprocess
 import sys
 import threading
 import time
-from importlib.metadata import PackageNotFoundError, version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
 
-from appzoo.utils.text import clip as cut
+from appzoo.utils.text import clip as cut  # noqa: E402
 from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
-from appzoo.utils.files import write_json, write_text  # noqa: E402  (atomic writes)
+from appzoo.utils.files import write_json  # noqa: E402  (atomic)
 from appzoo.params.serve import ServeConfig  # noqa: E402  (light: no paddle)
+from benchmarks.record import PACKAGES, machine, machine_line, put_section  # noqa: E402
 
 WORK = os.path.join("output", "serve_bench")
 TRAIN = ["--set", "trainer.max_steps=20", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -71,6 +70,7 @@ MODELS = {
                ["--param_path", "benchmarks/configs/cls_minilm_serve.json", *TRAIN],
                f"{WORK}/minilm/best", ("data/benchmarks/matching/mrpc/test.tsv", 3, 1)),
 }
+SERVE_PACKAGES = PACKAGES + ("fastapi", "uvicorn", "httptools", "uvloop")  # the versions the report gives
 MAX_WAIT_MS = 5.0
 FULL_BATCH = 32
 SETTINGS = {
@@ -362,23 +362,6 @@ def others_busy(before, after, own_pids, seconds, floor=0.05):
     return sorted(busy, key=lambda b: -b[1])
 
 
-def machine():
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
-    versions = {}
-    for package in ("paddlepaddle", "paddlenlp", "fastapi", "uvicorn", "httptools", "uvloop", "tokenizers"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            versions[package] = None
-    return {"cpu": model, "cores": os.cpu_count(), "cores_usable": available_cores(),
-            "python": platform.python_version(), "versions": versions}
-
-
 def checkout():
     """The commit whose code ran, and whether that code had uncommitted changes."""
     def git(*args):
@@ -412,18 +395,8 @@ def ratios(rows, level):
     return out
 
 
+#: docs/serving.md below this line is this script's (benchmarks.record.put_section rewrites it)
 DOC_MARKER = "<!-- written by benchmarks/serve_load.py: everything below this line -->"
-
-
-def with_section(path, text):
-    """The file at ``path`` with everything after its :data:`DOC_MARKER` line replaced by ``text`` (the marker and
-    ``text`` appended when it has none; ``text`` alone for a new file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            kept = f.read().split(DOC_MARKER)[0].rstrip("\n")
-    except FileNotFoundError:
-        return text
-    return f"{kept}\n\n{DOC_MARKER}\n\n{text}"
 
 
 def report(result):
@@ -433,8 +406,7 @@ def report(result):
              f"Measured {result['date']} with `{result['command']}` "
              f"({result['requests']} requests a level, at most {result['max_seconds']} s a level, "
              f"{result['warmup']} warm-up requests a server) at commit {result['checkout']}.", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores ({info['cores_usable']} usable); Python "
-             f"{info['python']}, " + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v) + ".", "",
+             f"Machine: {machine_line(info)}.", "",
              f"Every server ran on 127.0.0.1 with the {result['engine']} engine in {result['precision']} and "
              f"{result['threads']} engine thread(s); the clients ran on the same cores. Servers: **batching** "
              f"is `python -m appzoo.serve --max-batch-size {FULL_BATCH} --max-wait-ms {MAX_WAIT_MS:g}`; "
@@ -537,8 +509,8 @@ def main():
 
     command = "python " + " ".join(["benchmarks/serve_load.py", *sys.argv[1:]])
     result = {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "checkout": source, "machine": machine(), "threads": args.threads, "engine": args.engine,
-              "precision": args.precision, "requests": args.requests,
+              "checkout": source, "machine": machine(SERVE_PACKAGES, optional=()), "threads": args.threads,
+              "engine": args.engine, "precision": args.precision, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
               "batch_times": batch_times, "rows": rows}
@@ -546,7 +518,7 @@ def main():
     print("\n" + text)
     write_json(os.path.join(WORK, "serve_load.json"), result)
     if out:
-        write_text(out, with_section(out, text))
+        put_section(out, DOC_MARKER, text)
         print(f"written to {out}")
     failed = sum(r["failed"] + sum(r.get("warmup_failures", {}).values()) for r in rows)
     return 1 if failed or any(r["exit_code"] != 0 for r in rows) else 0

@@ -35,7 +35,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -62,6 +61,7 @@ from appzoo.data.sampler import Sampler, feature_length, train_batches  # noqa: 
 from appzoo.run.plan import validate  # noqa: E402
 from appzoo.run.runner import prepare  # noqa: E402
 from appzoo.run.trainer import Trainer  # noqa: E402
+from benchmarks.record import machine  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared", "data", "ner")
 SETS = {
@@ -260,8 +260,7 @@ def main(argv=None):
     parser.add_argument("--out", default="benchmarks/results/throughput.json")
     args = parser.parse_args(argv)
     threads = int(os.environ["OMP_NUM_THREADS"])
-    results = {"machine": {"cpu": _cpu(), "threads": threads, "python": platform.python_version(),
-                           "paddlepaddle": paddle.__version__, "cpu_env": CPU},
+    results = {"machine": {**machine(("paddlepaddle",), optional=()), "threads": threads, "cpu_env": CPU},
                "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "sets": {}}
     for name in args.sets.split(","):
         plan, prepared, features = load(name)
@@ -344,17 +343,6 @@ def _report(results):
             print(f"| {name} | {kind} | {row['padding_ratio']} | {' | '.join(cells)} | "
                   f"{ratio('toolkit', 'paddle loop')} | {ratio('toolkit, oneDNN', 'toolkit')} | "
                   f"{ratio('toolkit', 'hf+torch loop')} |")
-
-
-def _cpu():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":

