@@ -27,6 +27,8 @@ import numpy as np
 
 from appzoo.errors import UserError, first_line
 from appzoo.task.model import forward_inputs
+from appzoo.env import available_cores
+from appzoo.inference.export import graph_files, onnx_int8, onnx_model, unreadable
 
 
 def create(spec, model, inference_dir=None, mkldnn=True, calibration=None):
@@ -43,8 +45,6 @@ def create(spec, model, inference_dir=None, mkldnn=True, calibration=None):
 
 
 def _threads(num_threads):
-    from appzoo.env import available_cores
-
     if num_threads:
         return num_threads
     return int(os.environ.get("OMP_NUM_THREADS") or available_cores())
@@ -90,7 +90,6 @@ class _PaddleInference(_Static):
     def __init__(self, model, folder, num_threads, mkldnn=True, precision="fp32"):
         import paddle.inference as pi
 
-        from appzoo.inference.export import graph_files, unreadable
 
         graph, params = graph_files(folder)
         config = pi.Config(graph, params)
@@ -138,7 +137,6 @@ class _OnnxRuntime(_Static):
     def __init__(self, model, folder, num_threads, precision="fp32", calibration=None):
         import onnxruntime as ort
 
-        from appzoo.inference.export import onnx_int8, onnx_model, unreadable
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = num_threads
