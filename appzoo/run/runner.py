@@ -91,7 +91,6 @@ def _set_up(plan):
     import paddle
     from paddlenlp.utils.log import logger
 
-
     logger.set_level("WARNING")  # paddlenlp logs every config/tokenizer save at INFO
     cfg = plan.trainer
     progress.ENABLED = cfg.progress_bar  # the readers' tokenisation bars too

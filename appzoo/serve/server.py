@@ -115,7 +115,6 @@ def uvicorn_config(app, config):
     ``drain_timeout_s``, the connection limits of :mod:`appzoo.serve.protocol`, no WebSocket."""
     import uvicorn
 
-
     return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none",
                           http=protocol_class(config, app.state.metrics),
                           timeout_graceful_shutdown=config.drain_timeout_s,
