@@ -3,6 +3,7 @@
 Importing it changes nothing in the process: the CPU defaults of
 :func:`appzoo.env.configure_cpu` are set by the command line (run_trainer.py).
 """
+from appzoo.env import import_paddle_quietly
 
 __all__ = ["Predictor"]
 
@@ -11,10 +12,8 @@ def __getattr__(name):
     # Lazy: ``import appzoo`` stays cheap; ``from appzoo import Predictor`` loads paddle, without its
     # import-time warnings and without touching the process's settings (appzoo.env).
     if name == "Predictor":
-        from appzoo.env import import_paddle_quietly
-
         import_paddle_quietly()
-        from appzoo.inference.predictor import Predictor
+        from appzoo.inference.predictor import Predictor  # paddle: on first use only
 
         return Predictor
     raise AttributeError(f"module 'appzoo' has no attribute {name!r}")

@@ -269,3 +269,42 @@ def test_the_wing_test_sees_an_upward_arrow():
     assert upward_arrows({"appzoo.reports.html": {"appzoo.sweep.summary"}, "appzoo.sweep.summary": set()}) == \
         [("appzoo.reports.html", "appzoo.sweep.summary")]
     assert wing_of("appzoo") == len(WINGS) - 1 and wing_of("appzoo.utils.files") == 0
+
+
+# ------------------------------------------------------------ imports inside functions
+def lazy_project_imports(path):
+    """``[(line number, line, justified)]`` of the imports of appzoo's own modules inside a function of ``path``:
+    justified when the line, or the line above it, carries a comment (why it is loaded late)."""
+    text = open(path, encoding="utf-8").read()
+    lines = text.splitlines()
+    found = {}
+    for node in ast.walk(ast.parse(text, path)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Import):
+                names = [alias.name for alias in sub.names]
+            elif isinstance(sub, ast.ImportFrom):
+                names = ["." if sub.level else sub.module or ""]
+            else:
+                continue
+            if any(name == "." or name.split(".")[0] in PACKAGES for name in names):
+                line, above = lines[sub.lineno - 1], lines[sub.lineno - 2].strip()
+                found[sub.lineno] = (sub.lineno, line.strip(), "#" in line or above.startswith("#"))
+    return sorted(found.values())
+
+
+def test_an_import_of_the_project_inside_a_function_says_why():
+    """An import of appzoo's own modules goes at the top of the module, unless it is loaded late on purpose (a
+    heavy dependency, as paddle, that a light caller must not load; a cycle): then a comment says so."""
+    unsaid = [f"{os.path.relpath(path, ROOT)}:{number}: {line}" for name, path in modules().items()
+              if name.startswith("appzoo") for number, line, justified in lazy_project_imports(path) if not justified]
+    assert unsaid == []
+
+
+def test_the_lazy_import_finder_finds_one(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import os\n\ndef f():\n    from appzoo.errors import UserError\n    return UserError\n\n"
+                    "def g():\n    from appzoo.errors import RunError  # heavy\n    import json\n")
+    assert lazy_project_imports(str(path)) == [(4, "from appzoo.errors import UserError", False),
+                                               (8, "from appzoo.errors import RunError  # heavy", True)]

@@ -242,3 +242,30 @@ def test_a_graph_paddle_cannot_run_in_bf16_is_refused_at_load_in_one_line(traine
     graph = os.path.join(os.path.dirname(best), "inference", "model.json")
     assert str(e.value) == (f"{graph}: Paddle Inference 3.3.1 cannot run this graph in bf16 (RuntimeError: "
                             f"std::exception); use precision 'fp32', or engine 'onnxruntime' with precision 'int8'")
+
+
+def test_the_engine_table_is_the_engines_a_param_file_may_name():
+    from appzoo.inference import engines
+    from appzoo.params import inference
+
+    assert list(engines.BY_NAME) == list(inference.ENGINES)
+
+
+def test_an_engine_is_one_row_of_the_table_and_its_name(trained, monkeypatch):
+    """The newcomer's map (docs/architecture.md): a new engine is a class in engines.BY_NAME and its name in
+    params/inference.py's ENGINES; the Predictor then runs on it, as a param file names it."""
+    from appzoo.inference import engines
+    from appzoo.params import inference
+
+    calls = []
+
+    class Counting(engines.BY_NAME["dygraph"]):
+        def __call__(self, batch, tensors):
+            calls.append(len(next(iter(batch.values()))))
+            return super().__call__(batch, tensors)
+
+    monkeypatch.setitem(engines.BY_NAME, "counting", Counting)
+    monkeypatch.setattr(inference, "ENGINES", (*inference.ENGINES, "counting"))
+    best, test, expected = trained[TESTED[0]]
+    predictor = Predictor(best, engine="counting")
+    assert rows(predictor, test) == expected and sum(calls) == len(expected)

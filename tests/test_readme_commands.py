@@ -213,3 +213,22 @@ def test_the_readme_names_every_registered_loss_and_mode():
     assert not missing, f"README's Losses line leaves out {missing}"
     row = next(r for r in text.splitlines() if r.startswith("| `--do MODES`"))
     assert all(mode in row for mode in (*MODES, "serve")), row
+
+
+def test_the_readme_task_table_names_every_registered_reader_with_an_example_of_it():
+    """Use your own data's table: each reader registered by tasks/ in its `dataset_reader.type` column, and each
+    row's param files exist and use one of that row's readers."""
+    from appzoo.params.param_file import load_param_file
+    from appzoo.registry import READERS
+
+    text = readme()
+    rows = [r.split(" | ") for r in text.splitlines() if r.startswith("| ") and "examples/" in r and "`_" not in r]
+    rows = [r for r in rows if len(r) == 4 and "_" in r[1]]
+    assert len(rows) == 3, "README's task table was not found"
+    named = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row[1])}
+    built_in = {name for name in READERS.names() if READERS.get(name, "reader").__module__.startswith("tasks.")}
+    assert named == built_in, f"README's task table names {sorted(named)}; tasks/ registers {sorted(built_in)}"
+    for row in rows:
+        readers = set(re.findall(r"`([a-z_]+)`", row[1]))
+        for example in re.findall(r"`(examples/[^`]+)`", row[3]):
+            assert load_param_file(os.path.join(ROOT, example))["dataset_reader"]["type"] in readers, (example, row[0])

@@ -22,6 +22,8 @@ import os
 import re
 
 from appzoo.errors import UserError, first_line
+from appzoo.utils.files import read_json, write_json, write_text
+from appzoo.data.fast_tokenizer import truncate
 
 TOKENIZER_FILE = "tokenizer.json"
 SPM_FILE = "sentencepiece.bpe.model"  # an XLM-R-family folder without a tokenizer.json has this
@@ -268,8 +270,6 @@ class UnigramTokenizer:
         tokenizer = cls(text, path)
         pruned = os.path.join(folder, PRUNED_FILE)
         if os.path.exists(pruned):
-            from appzoo.utils.files import read_json
-
             saved = read_json(pruned, "pruned vocabulary")
             kept = saved.get("kept_ids") if isinstance(saved, dict) else None
             if not (isinstance(kept, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in kept)):
@@ -281,8 +281,6 @@ class UnigramTokenizer:
         return tokenizer
 
     def save_pretrained(self, folder):
-        from appzoo.utils.files import write_json, write_text
-
         os.makedirs(folder, exist_ok=True)
         write_text(os.path.join(folder, TOKENIZER_FILE), self._text)
         if self.kept is not None:
@@ -337,8 +335,6 @@ class UnigramTokenizer:
         describes; ``word_start=False`` drops a bare leading ``▁`` piece before a
         text's other pieces (a token inside a text: a Chinese character is then
         one piece, not ``▁`` and itself)."""
-        from appzoo.data.fast_tokenizer import truncate
-
         first = self._pieces(list(texts))
         second = self._pieces(list(texts_b)) if texts_b is not None else [None] * len(first)
         if not word_start:

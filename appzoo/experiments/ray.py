@@ -15,10 +15,11 @@ import importlib.util
 import os
 import sys
 
-from appzoo.env import available_cores
+from appzoo.env import available_cores, configure_cpu, import_paddle_quietly
 from appzoo.errors import UserError, first_line
 from appzoo.experiments.backends import Backend
 from appzoo.utils.progress import note
+from appzoo.registry import load_components
 
 RAY_TESTED = "2.60.0"
 _READY = []  # this worker process has paddle loaded and the components registered
@@ -140,8 +141,6 @@ def _set_up(cwd, threads):
         return
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    from appzoo.env import configure_cpu, import_paddle_quietly
-    from appzoo.registry import load_components
 
     configure_cpu(threads)
     import_paddle_quietly()

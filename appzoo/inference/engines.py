@@ -27,6 +27,8 @@ import numpy as np
 
 from appzoo.errors import UserError, first_line
 from appzoo.task.model import forward_inputs
+from appzoo.env import available_cores
+from appzoo.inference.export import graph_files, onnx_int8, onnx_model, unreadable
 
 
 def create(spec, model, inference_dir=None, mkldnn=True, calibration=None):
@@ -35,16 +37,10 @@ def create(spec, model, inference_dir=None, mkldnn=True, calibration=None):
     precision on its threads. ``calibration``: for int8, None for dynamic quantization, or ``(name, batches)``
     for static: a name for its cache and a function returning collated batches to calibrate on."""
     model.eval()
-    if spec.engine == "dygraph":
-        return _Dygraph(model)
-    if spec.engine == "paddle_inference":
-        return _PaddleInference(model, inference_dir, _threads(spec.threads), mkldnn, spec.precision)
-    return _OnnxRuntime(model, inference_dir, _threads(spec.threads), spec.precision, calibration)
+    return BY_NAME[spec.engine](model, inference_dir, spec, mkldnn=mkldnn, calibration=calibration)
 
 
 def _threads(num_threads):
-    from appzoo.env import available_cores
-
     if num_threads:
         return num_threads
     return int(os.environ.get("OMP_NUM_THREADS") or available_cores())
@@ -53,7 +49,7 @@ def _threads(num_threads):
 class _Dygraph:
     """The Paddle model; gets only the batch keys its ``forward`` takes (no labels)."""
 
-    def __init__(self, model):
+    def __init__(self, model, folder=None, spec=None, **unused):
         self.model = model
         self.inputs = forward_inputs(model, labels=False)
 
@@ -87,11 +83,10 @@ class _PaddleInference(_Static):
     time, so each thread that calls gets a clone (sharing the weights, not the buffers) rather than all
     waiting on one lock: threads of a server or of a user's pool predict at once, each its own inputs."""
 
-    def __init__(self, model, folder, num_threads, mkldnn=True, precision="fp32"):
+    def __init__(self, model, folder, spec, *, mkldnn=True, **unused):
         import paddle.inference as pi
 
-        from appzoo.inference.export import graph_files, unreadable
-
+        num_threads, precision = _threads(spec.threads), spec.precision
         graph, params = graph_files(folder)
         config = pi.Config(graph, params)
         config.disable_glog_info()
@@ -135,11 +130,10 @@ class _PaddleInference(_Static):
 class _OnnxRuntime(_Static):
     """An ONNX Runtime session (its ``run`` is safe to call from several threads at once)."""
 
-    def __init__(self, model, folder, num_threads, precision="fp32", calibration=None):
+    def __init__(self, model, folder, spec, *, calibration=None, **unused):
         import onnxruntime as ort
 
-        from appzoo.inference.export import onnx_int8, onnx_model, unreadable
-
+        num_threads, precision = _threads(spec.threads), spec.precision
         options = ort.SessionOptions()
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
@@ -153,3 +147,9 @@ class _OnnxRuntime(_Static):
 
     def run(self, arrays):
         return self.session.run(None, dict(zip(self.input_names, arrays)))
+
+
+#: Every engine by the name ``engine`` takes in a param file (their names, and the precisions each runs, are
+#: checked in :mod:`appzoo.params.inference`, which a test holds to this table): an engine is a class called with
+#: ``(model, inference_dir, spec, mkldnn=, calibration=)`` whose instances run a collated batch.
+BY_NAME = {"dygraph": _Dygraph, "paddle_inference": _PaddleInference, "onnxruntime": _OnnxRuntime}

@@ -17,6 +17,7 @@ import numpy as np
 
 from appzoo.utils.text import clip as cut
 from appzoo.utils.markdown import literal
+from appzoo.utils import progress
 
 
 #: a split's largest class over its smallest above this is worth a warning
@@ -88,8 +89,6 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
 def _lengths(reader, examples, tokenizer, labels, max_seq_len, split):
     """Tokens of each example's longest input (with its special tokens) before
     any cut: the percentiles, and how many are longer than ``max_seq_len``."""
-    from appzoo.utils import progress
-
     quiet, progress.ENABLED = progress.ENABLED, False
     try:
         lengths = np.array([_longest(f) for f in reader.encode(examples, tokenizer, labels, UNCUT, split)])

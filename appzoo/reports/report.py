@@ -6,6 +6,7 @@ from appzoo.reports import html as report_html
 from appzoo.utils.files import write_text
 from appzoo.utils.markdown import literal
 from appzoo.metrics import scalars
+from appzoo.utils.fonts import pyplot
 
 
 def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=True):
@@ -61,8 +62,6 @@ def _engine(engine):
 
 
 def _plots(output_dir, metrics, history, labels):
-    from appzoo.utils.fonts import pyplot
-
     plt = pyplot()
     folder = RunFolder(output_dir).plots
     os.makedirs(folder, exist_ok=True)

@@ -12,6 +12,7 @@ import json
 import os
 
 from appzoo.errors import ConfigError
+from appzoo.metrics import scalars
 
 
 class Callback:
@@ -48,8 +49,6 @@ class KeepBest(Callback):
 
     def on_evaluate(self, trainer, metrics):
         if trainer.metric not in metrics:
-            from appzoo.metrics import scalars
-
             raise ConfigError(
                 f"trainer.metric_for_best: {trainer.metric!r} is not a dev metric of this task "
                 f"(available: {', '.join(sorted(scalars(metrics)))})"
@@ -133,7 +132,6 @@ class VisualDLLogger(Callback):
             from visualdl import LogWriter
 
             self.writer = LogWriter(logdir=self.logdir)
-        from appzoo.metrics import scalars
 
         for key, value in scalars(row).items():
             tag = self.TAGS.get(key) or (f"dev/{key[4:]}" if key.startswith("dev_") else None)

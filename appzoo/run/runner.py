@@ -16,15 +16,17 @@ import time
 from appzoo.utils.text import clip as cut
 from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
-from appzoo.utils import files
+from appzoo.utils import files, progress
 from appzoo.run import interrupts
-from appzoo.reports import mistakes
+from appzoo.reports import mistakes, report
 from appzoo.store.archive import RunFolder
 from appzoo.params.dataset import SPLITS
 from appzoo.errors import ConfigError, Interrupted
 from appzoo.utils.progress import note
 from appzoo.store.resolve import TRAIN_LONGER, changed_keys, trains_longer
 from appzoo.params.trainer import AUTO
+from appzoo.reports.audit import audit, to_markdown
+from appzoo.inference import export
 
 
 @dataclasses.dataclass
@@ -88,8 +90,6 @@ def _set_up(plan):
     """Process-wide settings of the run: device, threads, seed, log levels."""
     import paddle
     from paddlenlp.utils.log import logger
-
-    from appzoo.utils import progress
 
     logger.set_level("WARNING")  # paddlenlp logs every config/tokenizer save at INFO
     cfg = plan.trainer
@@ -170,7 +170,7 @@ def _short(value, width=60):
 
 # ----------------------------------------------------------------------- modes
 def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
-    from appzoo.run.trainer import Trainer
+    from appzoo.run.trainer import Trainer  # paddle: loaded by a run's modes; planning needs none
 
     cfg, p, trained = plan.trainer, prepared, prepared.bundle
     trainer = Trainer(trained, cfg, (plan.metric, plan.greater), [*_callbacks(plan, folder), *callbacks],
@@ -258,8 +258,6 @@ def _callbacks(plan, folder):
 
 def _audit(plan, p, folder, is_main):
     """audit.md and audit.json; each warning also as one line."""
-    from appzoo.reports.audit import audit, to_markdown
-
     trained = p.bundle
     report = audit(trained.reader, p.splits, p.features, trained.tokenizer, trained.labels, plan.data.max_seq_len,
                    plan.trainer.batch_size)
@@ -285,7 +283,7 @@ def _predictor_for(plan, trained, trainer, folder):
         note(f"note: trainer.inference_engine: {cfg.inference_engine!r} is single-process; this data-parallel "
              f"run evaluates and predicts on the dygraph model")
         return None
-    from appzoo.inference.predictor import Predictor
+    from appzoo.inference.predictor import Predictor  # paddle inference and onnxruntime: only for a graph engine
 
     return Predictor(_source(plan, folder), trained=trained, spec=cfg.inference, inference_dir=folder.inference,
                      batch_size=cfg.eval_batch_size, progress_bar=True)  # bars as trainer.progress_bar says
@@ -298,8 +296,6 @@ def _source(plan, folder):
 
 def _export(plan, trained, folder):
     """Export into ``<output_dir>/inference`` (a new folder swapped in whole), recording what it is of."""
-    from appzoo.inference import export
-
     return export.export(trained.model, folder.inference, export.source_key(trained, _source(plan, folder)))
 
 
@@ -338,8 +334,6 @@ def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, descr
     (``dev``, ``test``) say what they were evaluated on (``evaluated_with``);
     an eval ``aside`` from them (:func:`_is_the_runs_own`) is added under
     ``eval``, keyed by :func:`engine_label`, and they are kept as they were."""
-    from appzoo.reports import report
-
     path = folder.metrics
     metrics = dict(metrics)  # run() returns this run's own numbers, whichever key they are saved under
     if "eval" in plan.do and not aside and {"dev", "test"} & set(metrics):

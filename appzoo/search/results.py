@@ -9,6 +9,7 @@ from appzoo.store.archive import RunFolder
 from appzoo.experiments.variants import variant
 from appzoo.utils import files
 from appzoo.utils.markdown import cell, literal
+from appzoo.utils.fonts import pyplot
 
 STATES = {"COMPLETE": "finished", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
           "WAITING": "queued"}
@@ -161,8 +162,6 @@ _HEADLINE = ("accuracy", "macro_f1", "micro_f1", "f1", "auc", "precision", "reca
 
 def plot(summary, study, path):
     """Left: each trial's dev value and the best so far; right: the searched keys' importances."""
-    from appzoo.utils.fonts import pyplot
-
     plt = pyplot()
     fig, (history, importance) = plt.subplots(1, 2, figsize=(12, 4.2))
     colours = {"finished": "tab:blue", "pruned": "tab:orange", "diverged": "tab:red"}  # failed: as diverged

@@ -18,12 +18,15 @@ import typing
 
 from appzoo.store.archive import RunFolder
 from appzoo.errors import UserError
+from appzoo.params.keys import key_of
+from appzoo.params.serve import ServeConfig
+from appzoo.env import configure_cpu, import_paddle_quietly
+from appzoo.registry import load_components
+from appzoo.serve.server import serve
+from appzoo.params.trainer import TrainerConfig
 
 
 def parse_args(argv):
-    from appzoo.params.keys import key_of
-    from appzoo.params.serve import ServeConfig
-
     parser = argparse.ArgumentParser(prog="python -m appzoo.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+", metavar="[NAME=]PATH", help="a run's best/ folder")
@@ -64,9 +67,6 @@ def _terminated(signum, frame):
 def run(model_specs, settings, key_path="models"):
     """Check everything, set the CPU up, then serve until stopped; the exit code.
     A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served."""
-    from appzoo.env import configure_cpu, import_paddle_quietly
-    from appzoo.params.serve import ServeConfig
-
     config = ServeConfig.from_section(settings)
     threads = config.engine_threads(len(model_specs))
     configure_cpu(threads)  # before paddle loads: the dygraph engine's threads (no effect once loaded)
@@ -78,9 +78,7 @@ def run(model_specs, settings, key_path="models"):
         signal.signal(signal.SIGTERM, _terminated)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    from appzoo.registry import load_components
-    from appzoo.serve.models import parse_models
-    from appzoo.serve.server import serve
+    from appzoo.serve.models import parse_models  # paddle: after import_paddle_quietly, and not for --help
 
     load_components()
     # the process exits once served: a SIGTERM repeated after the drain must not kill it with 143
@@ -89,8 +87,6 @@ def run(model_specs, settings, key_path="models"):
 
 def run_param_file(config):
     """``run_trainer.py --param_path X --do serve``: serve the run's ``best/`` with the file's ``serve`` section."""
-    from appzoo.params.trainer import TrainerConfig
-
     output_dir = config.get("trainer", {}).get("output_dir", TrainerConfig.output_dir)
     name = os.path.basename(os.path.normpath(output_dir)) or "model"
     return run([f"{name}={RunFolder(output_dir).best}"], dict(config.get("serve", {})),

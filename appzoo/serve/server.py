@@ -16,6 +16,7 @@ import socket
 import sys
 
 from appzoo.errors import ConfigError
+from appzoo.serve.protocol import protocol_class
 
 #: file descriptors kept for what is not a connection: the listening socket, model and log files, the
 #: engines' own, a restart's export
@@ -57,7 +58,7 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
     whose process is about to exit: a signal repeated after the drain must not turn its exit 0 into 143)."""
     import uvicorn
 
-    from appzoo.serve.app import create_app
+    from appzoo.serve.app import create_app  # fastapi and paddle: only once serving starts
 
     check_file_descriptors(config.max_connections)
     sock = listen(config.host, config.port)
@@ -113,8 +114,6 @@ def uvicorn_config(app, config):
     """uvicorn's settings for ``app`` with the ``serve`` settings ``config``: a graceful stop within
     ``drain_timeout_s``, the connection limits of :mod:`appzoo.serve.protocol`, no WebSocket."""
     import uvicorn
-
-    from appzoo.serve.protocol import protocol_class
 
     return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none",
                           http=protocol_class(config, app.state.metrics),

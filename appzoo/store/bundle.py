@@ -29,6 +29,12 @@ from appzoo.store.run_files import BY_KEY
 from appzoo.params.dataset import DatasetConfig
 from appzoo.errors import ConfigError
 from appzoo.utils.files import file_sha256, load_weights, read_json, save_weights, write_json
+from appzoo.encoders import (build_encoder, check_saved_encoder, check_state_file, load_encoder, save_encoder,
+                             saved_max_positions)
+from appzoo.utils.progress import note, quiet
+from appzoo.data.unigram import UnigramTokenizer
+from appzoo.encoders.prune import PRUNE, prune, read_keep_pieces, used_ids
+from appzoo.registry import MODELS, READERS
 
 MODEL_FILE = "model_state.pdparams"
 LABELS_FILE = "labels.json"
@@ -59,8 +65,6 @@ class Bundle:
 
     def save(self, folder, info):
         """Write every file of a ``best/`` but the marker into the new folder ``folder``."""
-        from appzoo.encoders import save_encoder
-
         save_weights(self.model.state_dict(), os.path.join(folder, MODEL_FILE))
         save_encoder(self.model.encoder, self.tokenizer, os.path.join(folder, ENCODER_DIR))
         for name, obj in ((LABELS_FILE, self.labels), (MODEL_ARGS_FILE, self.model_args),
@@ -84,9 +88,6 @@ def build(plan, reader, splits, work_dir):
     encoder, vocabulary and weights, with the model section of this param file
     (a loss changed for further training, say); every split must use its labels.
     """
-    from appzoo.encoders import build_encoder
-    from appzoo.utils.progress import note
-
     if plan.init_from:
         def model_args(labels):
             for split in ("train", "dev", "test"):  # a model trained further must know every label of its data
@@ -116,10 +117,6 @@ def _prune_to_data(plan, reader, splits, labels, encoder, tokenizer):
     """``model.encoder.prune_vocab``: the encoder and tokenizer cut to the pieces
     of the run's train, dev and test files, as the reader encodes them, and of
     ``keep_pieces`` (:mod:`appzoo.encoders.prune`); one note says what was kept."""
-    from appzoo.data.unigram import UnigramTokenizer
-    from appzoo.encoders.prune import PRUNE, prune, read_keep_pieces, used_ids
-    from appzoo.utils.progress import note, quiet
-
     if not isinstance(tokenizer, UnigramTokenizer):
         raise ConfigError(f"{PRUNE}: {plan.encoder.pretrained!r} has a {type(tokenizer).__name__}; only a "
                           f"SentencePiece (XLM-R-family) tokenizer.json vocabulary is pruned")
@@ -155,8 +152,6 @@ def load(folder, key_path="Predictor", *, reader=None, model_kwargs=None, model_
     the saved one); ``model_args(labels)``: the model arguments to build with,
     or None for the saved ones; ``config``: the param tree the bundle carries
     (default: the saved one)."""
-    from appzoo.encoders import load_encoder
-
     check(folder, key_path)
     saved = read_json(os.path.join(folder, CONFIG_FILE), "config of a best/ folder")
     model_class, reader_class, saved_kwargs, reader_kwargs = classes(saved, os.path.join(folder, CONFIG_FILE))
@@ -176,8 +171,6 @@ def load(folder, key_path="Predictor", *, reader=None, model_kwargs=None, model_
 def classes(config, source):
     """``(model class, reader class, model kwargs, reader kwargs)`` of a saved param tree
     (``source`` names its file in messages)."""
-    from appzoo.registry import MODELS, READERS
-
     model_section = dict(config.get("model", {}))
     data_section = dict(config.get("dataset_reader", {}))
     try:
@@ -217,8 +210,6 @@ def digest(folder):
 def check(folder, key_path="trainer.init_from", max_seq_len=None):
     """Raise a one-line error unless ``folder`` is a complete ``best/`` folder
     whose encoder and weights look sound and take ``max_seq_len`` tokens."""
-    from appzoo.encoders import check_saved_encoder, check_state_file, saved_max_positions
-
     if not os.path.isdir(folder):
         raise ConfigError(f"{key_path}: {folder!r} does not exist")
     if not os.path.isfile(os.path.join(folder, LABELS_FILE)):

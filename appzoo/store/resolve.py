@@ -10,6 +10,8 @@ import dataclasses
 import json
 
 from appzoo.params.keys import with_defaults
+from appzoo.encoders import EncoderSpec
+from appzoo.registry import LOSSES
 
 #: Trainer keys a resumed run may change: they do not alter what is trained.
 RESUME_MAY_CHANGE = ("output_dir", "do", "eval_batch_size", "logging_steps", "keep_checkpoints", "resume",
@@ -45,8 +47,6 @@ def resolve(config, *, trainer, data, reader_class, reader_kwargs, model_class, 
 def resolve_encoder(value):
     """A ``model.encoder`` value as the object it stands for, every key written out
     (a string is ``pretrained``, or ``config`` when it ends in .json); None stays None."""
-    from appzoo.encoders import EncoderSpec
-
     if isinstance(value, str):
         value = {"config": value} if value.endswith(".json") else {"pretrained": value}
     return with_defaults(EncoderSpec, value) if isinstance(value, dict) else value
@@ -55,8 +55,7 @@ def resolve_encoder(value):
 def resolve_loss(section):
     """A ``model.loss`` section with the loss's defaults written out (a loss
     inside it, as OHEM's ``base``, too)."""
-    from appzoo.losses.build import SUPPLIED
-    from appzoo.registry import LOSSES
+    from appzoo.losses.build import SUPPLIED  # paddle: resolving a loss needs it; reading a config.json does not
 
     cls = LOSSES.get(section["name"], "model.loss.name")
     resolved = {"name": section["name"], **with_defaults(cls, {k: v for k, v in section.items() if k != "name"},

@@ -2,11 +2,10 @@
 import os
 
 from appzoo.sweep.summary import run_values
+from appzoo.utils.fonts import pyplot
 
 
 def plot(summary, path):
-    from appzoo.utils.fonts import pyplot
-
     plt = pyplot()
 
     key = summary["primary_metric"]

@@ -6,6 +6,9 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.params.keys import Key
+from appzoo.errors import ConfigError
+from appzoo.losses import LOSSES, build_loss, losses_for
+from appzoo.losses.base import from_training_labels
 
 
 class TaskModel(paddle.nn.Layer):
@@ -88,9 +91,6 @@ def classification_loss(loss, class_counts=None, multi_label=False, head="this m
     threshold), whose activation is the sigmoid. ``head`` names the model in
     messages; ``class_counts`` and ``train_size`` (the number of training
     examples) are what the reader counted, for the losses built on them."""
-    from appzoo.errors import ConfigError
-    from appzoo.losses import build_loss
-
     loss = loss or {"name": "bce" if multi_label else "ce"}
     loss_fn = build_loss(loss, key_path="model.loss", class_counts=class_counts, family="classification",
                          train_size=train_size)
@@ -134,9 +134,6 @@ def _needs_counts(value):
     """True when a loss section (or one nested in it, ohem's base) is built
     from the training label counts: 'balanced' or {"effective_number": beta}
     weights, or a loss that always is (``NEEDS_COUNTS``)."""
-    from appzoo.losses import LOSSES
-    from appzoo.losses.base import from_training_labels
-
     if isinstance(value, dict):
         name = value.get("name")
         if isinstance(name, str) and name in LOSSES and getattr(LOSSES.get(name, "model.loss.name"),
@@ -148,8 +145,6 @@ def _needs_counts(value):
 
 def _sigmoid_losses():
     """The classification losses a multi-label (sigmoid-decoded) head accepts, for messages."""
-    from appzoo.losses import LOSSES, losses_for
-
     fits = []
     for name in losses_for("classification"):
         cls = LOSSES.get(name, "model.loss.name")
