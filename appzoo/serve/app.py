@@ -114,7 +114,15 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     app = FastAPI(title="appzoo", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.models, app.state.metrics = models, metrics
     app.add_middleware(_Observe, metrics=metrics)
+    _answer_errors_in_one_line(app, models)
+    _page_routes(app, models)
+    _v2_routes(app, models, config)
+    _plain_routes(app, models, config, metrics)
+    return app
 
+
+def _answer_errors_in_one_line(app, models):
+    """Every refusal, a missing route and a bug of ours as ``{"error": one line}`` with its status."""
     def _error(status, message, headers=None):
         return JSONResponse({"error": models.public(message)}, status_code=status, headers=headers or None)
 
@@ -137,7 +145,9 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     async def internal(request, error):  # a bug of ours: say so in one line, stay up
         return _error(500, f"internal error: {type(error).__name__}: {first_line(error)}")
 
-    # ---- the try-it page and the list of models ------------------------------
+
+def _page_routes(app, models):
+    """The try-it page's files and the list of models it reads."""
     def asset(path):
         name, media_type = ASSETS[path]
         with open(os.path.join(STATIC, name), "rb") as f:
@@ -153,7 +163,9 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
                 "models": [models.loaded[n].describe() if n in models.loaded else {"name": n, "loading": True}
                            for n in models.specs]}
 
-    # ---- KServe V2 ----------------------------------------------------------------
+
+def _v2_routes(app, models, config):
+    """KServe's V2 inference protocol: server and model metadata, health, infer (the codec: serve/v2.py)."""
     @app.get("/v2")
     def server_metadata():
         return {"name": "appzoo", "version": _version(), "extensions": []}
@@ -188,7 +200,9 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
             answer["parameters"] = {"notes": notes}
         return answer
 
-    # ---- plain routes -------------------------------------------------------------
+
+def _plain_routes(app, models, config, metrics):
+    """``/predict`` (the rows predictions.jsonl would hold), ``/models/{name}/predict`` and ``/metrics``."""
     @app.post("/predict")
     async def predict(request: Request):
         body = await _read_json(request, config.max_body_bytes)
@@ -211,8 +225,6 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     def prometheus():
         content, media_type = metrics.render(models.loaded)
         return Response(content, media_type=media_type)
-
-    return app
 
 
 def _version():
