@@ -232,3 +232,20 @@ def test_the_readme_task_table_names_every_registered_reader_with_an_example_of_
         readers = set(re.findall(r"`([a-z_]+)`", row[1]))
         for example in re.findall(r"`(examples/[^`]+)`", row[3]):
             assert load_param_file(os.path.join(ROOT, example))["dataset_reader"]["type"] in readers, (example, row[0])
+
+
+def relative_links(path):
+    """The targets of the Markdown links of ``path`` that point into the repository (no address, no anchor)."""
+    with open(path, encoding="utf-8") as f:
+        return [m.group(1) for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", f.read())
+            if not m.group(1).startswith(("http://", "https://", "mailto:"))]
+
+
+def test_every_link_of_the_docs_into_the_repository_finds_its_file():
+    """A module moved into a wing leaves no link of README.md, docs/ or RESULTS.md pointing at its old place."""
+    pages = ["README.md", "benchmarks/RESULTS.md",
+             *(os.path.join("docs", n) for n in sorted(os.listdir(os.path.join(ROOT, "docs"))) if n.endswith(".md"))]
+    broken = [f"{page}: {target}" for page in pages for target in relative_links(os.path.join(ROOT, page))
+              if not os.path.exists(os.path.normpath(os.path.join(ROOT, os.path.dirname(page), target)))]
+    assert broken == []
+    assert "docs/architecture.md" in relative_links(os.path.join(ROOT, "README.md"))  # the finder finds links
