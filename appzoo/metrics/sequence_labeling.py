@@ -41,7 +41,8 @@ def sequence_labeling_metrics(gold, pred, scheme="BIO"):
     of seqeval in strict mode for ``scheme``, plus token accuracy.
 
     ``gold`` and ``pred`` are lists of tag-string lists of equal lengths."""
-    from seqeval.metrics.v1 import precision_recall_fscore_support, unique_labels
+    from seqeval.metrics.v1 import precision_recall_fscore_support
+    from seqeval.scheme import Entities
 
     if len(gold) != len(pred) or any(len(g) != len(p) for g, p in zip(gold, pred)):
         raise ValueError("gold and pred must hold the same number of sentences and tags")
@@ -50,14 +51,17 @@ def sequence_labeling_metrics(gold, pred, scheme="BIO"):
     pred = [to_seqeval_tags(p, scheme) for p in pred]
     tokens = sum(len(g) for g in gold)
     correct = sum(a == b for g, p in zip(gold, pred) for a, b in zip(g, p))
+    # the entities of each side, read once for the four calls (seqeval's own reuse, as its classification_report's)
+    entities = {"entities_true": Entities(gold, cls), "entities_pred": Entities(pred, cls)}
     out = {"micro_f1": 0.0}  # first, so it heads report tables
     for average in ("micro", "macro", "weighted"):
         p, r, f, _ = precision_recall_fscore_support(gold, pred, average=average, scheme=cls,
-                                                     zero_division=0)
+                                                     zero_division=0, **entities)
         out.update({f"{average}_precision": float(p), f"{average}_recall": float(r), f"{average}_f1": float(f)})
     out["token_accuracy"] = correct / tokens if tokens else 0.0
-    p, r, f, s = precision_recall_fscore_support(gold, pred, average=None, scheme=cls, zero_division=0)
-    types = unique_labels(gold, pred, cls)  # the order seqeval reports per-type scores in
+    p, r, f, s = precision_recall_fscore_support(gold, pred, average=None, scheme=cls, zero_division=0, **entities)
+    # the order seqeval reports per-type scores in (its unique_labels)
+    types = sorted(entities["entities_true"].unique_tags | entities["entities_pred"].unique_tags)
     out["per_type"] = {name: {"precision": float(pi), "recall": float(ri), "f1": float(fi), "support": int(si)}
                        for name, pi, ri, fi, si in zip(types, p, r, f, s)}
     return out
