@@ -1,5 +1,5 @@
-"""A task of its own, as a plugin package would add one: a reader and a model registered under names no
-built-in task has, whose prediction rows have fields of their own names. It trains with the one trainer,
+"""A task of its own, as a plugin package would add one: a reader, a model and a loss registered under names no
+built-in one has, whose prediction rows have fields of their own names. It trains with the one trainer,
 and a server answers it by the serving shape its reader declares (appzoo/task/serving.py): ``/models``,
 ``/models/{name}/predict``, KServe V2 metadata and inference, and the try-it page in a real browser.
 
@@ -30,7 +30,7 @@ ENCODER = '{"model_type": "ernie", "hidden_size": 16, "num_hidden_layers": 1, "n
 def keyword_task():
     """The reader and model classes of the plugin task (built here: paddle is imported by then)."""
     from appzoo.data.encoding import encode_texts
-    from appzoo.task.model import PooledClassifier
+    from appzoo.task.model import Dropout, LossSection, PooledClassifier
     from appzoo.task.reader import DatasetReader
     from appzoo.task.serving import Field, Serving
 
@@ -86,23 +86,51 @@ def keyword_task():
         READERS = (READER,)
         MODEL_ARGS = ("encoder", "num_labels")
 
-        def __init__(self, encoder, num_labels, dropout=0.0):
-            super().__init__(encoder, num_labels, dropout=dropout)
+        def __init__(self, encoder, num_labels, loss: LossSection = None, dropout: Dropout = 0.0):
+            super().__init__(encoder, num_labels, loss=loss, dropout=dropout)
 
     return KeywordReader, KeywordSpotter
+
+
+LOSS = "brier"  # a loss of this test's own, as a plugin package would add one (docs/architecture.md's map)
+
+
+def brier_loss():
+    """The Brier score of the softmax, ``sum_c (p_c - y_c)^2`` per example (Brier 1950): a classification loss
+    no built-in one is, added as the map says: one class registered under its name."""
+    import paddle.nn.functional as F
+
+    from appzoo.losses.base import ClassificationLoss, Reduction, classification_targets
+    from appzoo.params.keys import check_args
+
+    class BrierLoss(ClassificationLoss):
+        TARGET = "index"
+
+        @check_args()
+        def __init__(self, reduction: Reduction = "mean"):
+            super().__init__()
+            self.reduction = reduction
+
+        def elementwise(self, logits, labels):
+            _, targets, valid = classification_targets(logits, labels, -100)
+            gold = F.one_hot(targets, logits.shape[-1]).astype(logits.dtype)  # an ignored one: 0 here, not counted
+            return ((F.softmax(logits, axis=-1) - gold) ** 2).sum(axis=-1), valid
+
+    return BrierLoss
 
 
 @pytest.fixture(scope="module")
 def registered():
     """The plugin task in the registries for this module's tests only (a name registers once per process,
     and other tests list the registries)."""
-    from appzoo.registry import MODELS, READERS
+    from appzoo.registry import LOSSES, MODELS, READERS
 
     reader, model = keyword_task()
-    assert READER not in READERS and MODEL not in MODELS  # also loads the built-in tasks first
+    assert READER not in READERS and MODEL not in MODELS and LOSS not in LOSSES  # loads the built-in ones first
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(READERS._items, READER, reader)
         patch.setitem(MODELS._items, MODEL, model)
+        patch.setitem(LOSSES._items, LOSS, brier_loss())
         yield reader
 
 
@@ -117,7 +145,7 @@ def run(registered, tmp_path_factory):
     data = write(tmp, "train.tsv", TRAIN)
     param = write(tmp, "keywords.json", json.dumps({
         "dataset_reader": {"type": READER, "train": data, "dev": data, "predict": data, "max_seq_len": 16},
-        "model": {"type": MODEL, "encoder": {"config": write(tmp, "encoder.json", ENCODER)}},
+        "model": {"type": MODEL, "encoder": {"config": write(tmp, "encoder.json", ENCODER)}, "loss": {"name": LOSS}},
         "trainer": {"output_dir": str(tmp / "out"), "max_steps": 12, "batch_size": 8, "learning_rate": 0.01,
                     "metric_for_best": "accuracy", "progress_bar": False, "plots": False}}))
     assert run_trainer.main(["--param_path", param, "--do", "train,eval,predict"]) == 0
@@ -199,3 +227,23 @@ def test_a_declared_field_its_rows_lack_fails_loading_in_one_line(registered, ru
     assert "\n" not in models.error
     assert models.error.endswith(f"reader {READER!r}: serving() declares the output 'probs' (probs), but its "
                                  f"prediction rows have no such field (they have: text, keyword, confidence)")
+
+
+def test_the_plugin_loss_trained_the_run_and_is_saved_with_its_defaults(run):
+    from conftest import read_json
+
+    assert read_json(os.path.join(run, "config.json"))["model"]["loss"] == {"name": LOSS, "reduction": "mean"}
+    assert read_json(os.path.join(run, "metrics.json"))["train"]["steps"] == 12
+
+
+def test_the_brier_loss_is_its_formula():
+    import numpy as np
+    import paddle
+
+    logits = np.array([[2.0, -1.0, 0.5], [0.0, 0.0, 0.0], [1e4, -1e4, 0.0]])
+    labels = np.array([0, 2, 1])
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    expected = ((p - np.eye(3)[labels]) ** 2).sum(axis=1)
+    loss = brier_loss()(reduction="none")(paddle.to_tensor(logits, "float64"), paddle.to_tensor(labels))
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-6)
