@@ -54,8 +54,9 @@ def listen(host, port):
 def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=False):
     """Serve ``specs`` (``{name: best}``) until SIGTERM or Ctrl-C; the exit code.
     Raises ConfigError (exit 2) before anything listens when the address, the port or the file descriptors
-    cannot be had. ``keep_signal_handlers``: leave SIGTERM and SIGINT caught once served (the command line,
-    whose process is about to exit: a signal repeated after the drain must not turn its exit 0 into 143)."""
+    cannot be had. ``keep_signal_handlers``: once served, ignore SIGTERM and SIGINT (the command line, whose
+    process is about to exit: a signal repeated after the drain must not turn its exit 0 into 143; ignored, not
+    caught, since the interpreter's shutdown puts a caught signal back to its default, which kills)."""
     import uvicorn
 
     from appzoo.serve.app import create_app  # fastapi and paddle: only once serving starts
@@ -80,9 +81,8 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
     try:
         server.run(sockets=[sock])
     finally:
-        if not keep_signal_handlers:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_IGN if keep_signal_handlers else handler)
         sock.close()
     if failed:
         print(f"error: {failed[0]}", file=sys.stderr)
