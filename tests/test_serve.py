@@ -327,3 +327,28 @@ def test_a_second_ctrl_c_stops_at_once_with_130(served_runs, monkeypatch, capsys
     assert took < 20  # the waiting request would have held the drain 30 s
     assert capsys.readouterr().err.splitlines()[-1] == ("stopped at once (a second Ctrl-C), without waiting for the "
                                                         "requests in flight")
+
+
+# ---- a route, added as the newcomer's map says (docs/architecture.md) ------------------------------
+def test_a_route_added_to_a_route_group_answers_and_refuses_in_one_line(served_runs, monkeypatch):
+    """A new route is a function in one of app.py's route groups; the app's handlers then answer its refusals
+    (an unknown model, a wrong method) in one line, as every other route's."""
+    from appzoo.serve import app as app_module
+
+    plain = app_module._plain_routes
+
+    def with_labels(app, models, config, metrics):
+        plain(app, models, config, metrics)
+
+        @app.get("/models/{name}/labels")
+        def labels(name: str):
+            return {"labels": models.get(name).predictor.labels}
+
+    monkeypatch.setattr(app_module, "_plain_routes", with_labels)
+    with live_server({"cls": os.path.join(served_runs["cls"], "best")}) as (base, app):
+        status, _, answer = request(base, "GET", "/models/cls/labels")
+        assert status == 200 and answer == {"labels": app.state.models.loaded["cls"].predictor.labels}
+        status, _, answer = request(base, "GET", "/models/nope/labels")
+        assert status == 404 and list(answer) == ["error"] and "\n" not in answer["error"] and "nope" in answer["error"]
+        status, _, answer = request(base, "POST", "/models/cls/labels", {})
+        assert status == 405 and answer == {"error": "method POST is not allowed on /models/cls/labels (allowed: GET)"}
