@@ -24,6 +24,23 @@ def _cpuinfo_head():
         return ""
 
 
+def cpu_model():
+    """``(model name, clock in MHz)`` of the first processor /proc/cpuinfo lists; None each where it says
+    nothing (not on Linux, or a CPU that gives no name or clock). For the records of where runs were made."""
+    name = mhz = None
+    for line in _cpuinfo_head().splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and name is None:
+            name = value.strip()
+        elif key == "cpu MHz" and mhz is None:
+            try:
+                mhz = float(value)
+            except ValueError:
+                pass
+    return name, mhz
+
+
 def _is_amd():
     return "AuthenticAMD" in _cpuinfo_head()
 

@@ -12,7 +12,7 @@ import platform
 import re
 from importlib import metadata
 
-from appzoo.env import available_cores, cpu_flags
+from appzoo.env import available_cores, cpu_flags, cpu_model
 from appzoo.utils.files import write_text
 
 #: The CPU flags a result depends on: the fp32 peak (avx2, avx512f) and the int8 and bf16 kernels.
@@ -34,28 +34,6 @@ def versions(packages):
     return found
 
 
-def _cpuinfo():
-    """The model name and clock (MHz) of the first processor in /proc/cpuinfo; None each where not given."""
-    name = mhz = None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and name is None:
-                    name = value.strip()
-                elif key == "cpu MHz" and mhz is None:
-                    try:
-                        mhz = float(value)
-                    except ValueError:
-                        pass
-                if name is not None and mhz is not None:
-                    break
-    except OSError:  # not on Linux
-        pass
-    return name, mhz
-
-
 def machine(packages=PACKAGES, optional=OPTIONAL):
     """Where a benchmark runs: ``{"cpu", "cores", "cores_usable", "ghz", "flags", "python", "versions"}``.
 
@@ -64,7 +42,7 @@ def machine(packages=PACKAGES, optional=OPTIONAL):
     not reported), ``flags`` the sorted :data:`FLAGS` the CPU reports (detected, never assumed from
     the vendor). ``versions`` has each of ``packages`` (None when not installed) and each of
     ``optional`` that is installed."""
-    name, mhz = _cpuinfo()
+    name, mhz = cpu_model()
     shown = versions(packages)
     shown.update({package: v for package, v in versions(optional).items() if v is not None})
     return {"cpu": name or platform.processor() or platform.machine() or "unknown CPU",

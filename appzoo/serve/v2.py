@@ -54,6 +54,7 @@ def outputs(rows, model):
         out.append({"name": name, "datatype": datatype, "shape": [len(rows), *shape[1:]], "data": data})
     return out
 
+
 def inputs(body, model):
     """``(id, inputs)`` of an inference request: one BYTES tensor of texts
     (``text_a`` and ``text_b`` for matching)."""

@@ -9,6 +9,7 @@ from appzoo.store.archive import RunFolder
 from appzoo.experiments.jobs import DIVERGED_FILE
 from appzoo.utils import files
 from appzoo.utils.markdown import literal
+from appzoo.env import available_cores, cpu_model
 
 #: Test (or dev) metrics shown next to the metric the best model is chosen on, when a task reports them.
 #: Matching reports accuracy at its tuned threshold and at argmax (the published anchors' accuracy).
@@ -203,12 +204,7 @@ def environment():
     import platform
     from importlib import metadata
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    cpu = cpu_model()[0] or platform.processor() or platform.machine()
     versions = {"python": platform.python_version()}
     for package in ("paddlepaddle", "paddlepaddle-gpu", "paddlenlp"):
         try:
@@ -220,8 +216,7 @@ def environment():
 
     if paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count():
         gpu = paddle.device.cuda.get_device_name(0)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": cpu, "cores": cores, "gpu": gpu, "versions": versions}
+    return {"cpu": cpu, "cores": available_cores(), "gpu": gpu, "versions": versions}
 
 
 def run_values(row, key):
