@@ -349,6 +349,13 @@ def test_init_from_must_be_a_best_folder(config):
     config["trainer"]["init_from"] = "configs"
     with pytest.raises(ConfigError, match=r"trainer\.init_from: 'configs' is not a best/ folder of an appzoo run"):
         validate(config)
+    config["trainer"]["init_from"] = "data/cls/train.tsv"  # a file that exists is not said not to exist
+    with pytest.raises(ConfigError, match=r"^trainer\.init_from: 'data/cls/train\.tsv' is a file, not a best/ folder "
+                                          r"of an appzoo run \(give <output_dir>/best\)$"):
+        validate(config)
+    config["trainer"]["init_from"] = "no/such/folder"
+    with pytest.raises(ConfigError, match=r"^trainer\.init_from: 'no/such/folder' does not exist$"):
+        validate(config)
 
 
 def test_resume_without_checkpoint(tmp_path, capsys):

@@ -211,6 +211,9 @@ def check(folder, key_path="trainer.init_from", max_seq_len=None):
     """Raise a one-line error unless ``folder`` is a complete ``best/`` folder
     whose encoder and weights look sound and take ``max_seq_len`` tokens."""
     if not os.path.isdir(folder):
+        if os.path.exists(folder):  # a file (a data file, a param file) where best/ was meant
+            raise ConfigError(f"{key_path}: {folder!r} is a file, not a best/ folder of an appzoo run (give "
+                              f"<output_dir>/best)")
         raise ConfigError(f"{key_path}: {folder!r} does not exist")
     if not os.path.isfile(os.path.join(folder, LABELS_FILE)):
         inner = os.path.join(folder, BY_KEY["best"].name)
