@@ -5,13 +5,17 @@ Each command line is run as a user would paste it, from a copy of the repository
 
 * ``pip install`` and ``python -m pytest`` are not run: this test runs inside that install, in that suite;
 * a command that trains gets ``--set trainer.max_steps=2`` and ``trainer.plots=false`` (the issue's "small
-  budgets"; no documented file of README is a plot, and drawing them is 1.6 s of each 2-step run);
+  budgets"; no documented file of README is a plot, and drawing them is 1.6 s of each 2-step run), and its dev and
+  test files cut to every eighth example (tests/budgets.py: a 12-layer encoder's full evaluation would be most of
+  the run);
 * ``--do serve`` is started in the background on a free port (``--set serve.port``), and the next commands'
   ``localhost:8000`` point at it; it is stopped with SIGTERM once they ran, and must exit 0;
 * ``get_data.py`` reads the shared mirror (``--mirror``) where there is one, since this machine has no network.
 
 The test fails when a command exits non-zero, or when a file the README says a command writes is missing: the
-folder's files of "One run", and each file a ``cat`` reads.
+folder's files of "One run", and each file a ``cat`` reads; and when a run of one param file did not train its two
+steps and evaluate (the check tests/test_examples.py makes of every example, which leaves to this test the examples
+a README command trains).
 """
 import os
 import re
@@ -25,6 +29,8 @@ import time
 import urllib.request
 
 import pytest
+
+from budgets import check_metrics, evaluated_on_every_eighth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIRROR = os.path.join(os.path.dirname(ROOT), "shared", "data", "raw")
@@ -69,6 +75,29 @@ def kind(words):
         return "serve" if do == ["serve"] else "train" if "train" in do or "--sweep" in words or "--search" in words \
             else "run"
     return "run"
+
+
+def is_one_run(words):
+    """A command that trains one param file in one folder (not a sweep, a search or a launcher of several)."""
+    return kind(words) == "train" and not {"--sweep", "--search", "--trials"} & set(words) \
+        and "paddle.distributed.launch" not in words
+
+
+def param_path(words):
+    return words[words.index("--param_path") + 1]
+
+
+def trained_examples():
+    """The param files of examples/ that a README command trains as one run."""
+    return {param_path(w) for blocks_ in sections().values() for commands in blocks_ for w in commands
+            if is_one_run(w) and param_path(w).startswith("examples/")}
+
+
+def output_folder(words, root):
+    """Where a one-run command writes: output/<the param file's name>, or as its --set says."""
+    named = [w.split("=", 1)[1] for w in words if w.startswith("trainer.output_dir=")]
+    example = os.path.splitext(os.path.basename(param_path(words)))[0]
+    return root / (named[-1] if named else os.path.join("output", example))
 
 
 def free_port():
@@ -164,7 +193,8 @@ def test_the_commands_of_a_readme_section_run_as_written(heading, tmp_path):
                 if words[0] == "python":
                     words = [sys.executable, *words[1:]]
                 if what == "train":
-                    words = [*words, *BUDGET]
+                    words = [*words, *BUDGET, *evaluated_on_every_eighth(param_path(words), tmp_path / "eighth",
+                                                                         cwd=fresh)]
                 elif what == "get_data":
                     if not os.path.isdir(MIRROR):
                         pytest.skip(f"{shlex.join(words)} needs the network or a mirror; no {MIRROR} here")
@@ -185,10 +215,10 @@ def test_the_commands_of_a_readme_section_run_as_written(heading, tmp_path):
                 done = run(words, fresh)
                 if what == "cat":
                     assert done.stdout.strip(), f"README: {words[1]} is empty"
-                if heading == "One run" and what == "train":  # output/<the example's name>, or as --set says
-                    named = [w.split("=", 1)[1] for w in words if w.startswith("trainer.output_dir=")]
-                    example = os.path.splitext(os.path.basename(words[words.index("--param_path") + 1]))[0]
-                    folder = fresh / (named[-1] if named else os.path.join("output", example))
+                if is_one_run(words):
+                    check_metrics(output_folder(words, fresh), 2)
+                if heading == "One run" and what == "train":
+                    folder = output_folder(words, fresh)
                     for name in documented_run_files(text):
                         assert list(folder.glob(name.rstrip("/"))), f"README's One run promises {name}; not in {folder}"
             if server is not None:  # the block that started it is done
