@@ -63,6 +63,18 @@ def test_a_folder_an_empty_variable_and_a_bad_option_are_refused(tmp_path):
         auth.load_keys("\tx", None, environ={})
 
 
+@pytest.mark.parametrize("section, message", [
+    ({"api_key_file": ""}, "serve.api_key_file: must not be empty, got ''"),
+    ({"api_key": "x"}, "serve.api_key: unknown key for 'serve'; did you mean 'api_key_file'?"),  # never a key itself
+    ({"body_timeout_s": 0}, "serve.body_timeout_s: must be > 0, got 0")])
+def test_the_serve_sections_new_keys_are_checked(section, message):
+    from appzoo.params.serve import ServeConfig
+
+    with pytest.raises(ConfigError) as error:
+        ServeConfig.from_section(section)
+    assert str(error.value).startswith(message)
+
+
 def test_the_command_line_says_a_missing_key_file_in_one_line_and_exits_2(tmp_path, capsys, monkeypatch):
     from appzoo.serve.__main__ import main
 

@@ -38,12 +38,13 @@ def cosine(a, b):
 @pytest.mark.parametrize("name", ["pairwise", "cls"])
 def test_the_openai_client_gets_the_predictors_own_vectors_as_floats_and_base64(served, client, name):
     expected = predictor(served[1], name).embed(TEXTS)
-    for encoding in ("float", "base64", None):  # None: the client's own default (base64, decoded by it)
-        options = {} if encoding is None else {"encoding_format": encoding}
+    for encoding in ("float", "base64", None):  # None: the client's own default (base64, which it decodes; asked
+        options = {} if encoding is None else {"encoding_format": encoding}  # for, base64 is left to the caller)
         answer = client.embeddings.create(model=name, input=TEXTS, **options)
         assert answer.model == name and answer.object == "list"
         assert [d.index for d in answer.data] == [0, 1, 2, 3]
-        got = np.array([d.embedding for d in answer.data], dtype="float32")
+        got = np.array([np.frombuffer(base64.b64decode(d.embedding), "<f4") if encoding == "base64" else d.embedding
+                        for d in answer.data], dtype="float32")
         assert got.shape == expected.vectors.shape
         np.testing.assert_allclose(got, expected.vectors, rtol=0, atol=1e-6)
         assert all(cosine(g, e) == pytest.approx(1, abs=1e-6) for g, e in zip(got, expected.vectors))
