@@ -3,6 +3,7 @@ Predictor's own vectors (a siamese matcher's cosine is its score), base64 as flo
 and every refusal in one line."""
 import base64
 import os
+import time
 
 import numpy as np
 import pytest
@@ -129,3 +130,57 @@ def test_the_openai_client_sees_the_one_line_and_too_many_texts_are_refused(serv
                   {"Authorization": "Bearer k-1"})
     assert got[2] == {"error": f"input: {limit + 1} texts, more than max_request_inputs={limit} in one request; "
                                f"send them in several requests"}
+
+
+def test_embeddings_beside_predictions_on_the_dygraph_model_stay_the_predictors(served_runs):
+    """The vectors run on the Paddle model on request threads while the batcher runs the same model (engine
+    dygraph) for /predict: bounded concurrent traffic of both, every answer as the model alone gives it."""
+    import concurrent.futures
+
+    best = os.path.join(served_runs["cls"], "best")
+    with live_server({"cls": best}, engine="dygraph", max_wait_ms=1) as (base, app):
+        model = app.state.models.loaded["cls"]
+        expected = model.predictor.embed(TEXTS).vectors
+        rows = model.predictor.predict(TEXTS)
+
+        def embed(_):
+            got = request(base, "POST", "/v1/embeddings", {"model": "cls", "input": TEXTS})
+            return np.array([d["embedding"] for d in got[2]["data"]], dtype="float32")
+
+        def predict(_):
+            return request(base, "POST", "/predict", {"inputs": TEXTS})[2]["predictions"]
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            vectors = list(pool.map(embed, range(12)))
+            predictions = list(pool.map(predict, range(12)))
+            mixed = [pool.submit(embed if i % 2 else predict, i) for i in range(12)]
+            results = [f.result(timeout=120) for f in mixed]
+        for got in vectors + results[1::2]:
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+        for got in predictions + results[0::2]:
+            assert [r["label"] for r in got] == [r["label"] for r in rows]
+
+
+def test_embedding_requests_past_max_queue_get_429_in_one_line_counted(served_runs):
+    import threading
+
+    with live_server({"cls": os.path.join(served_runs["cls"], "best")}, engine="dygraph", max_queue=1) as (base, app):
+        model, release = app.state.models.loaded["cls"], threading.Event()
+        real = model.predictor.embed
+        model.predictor.embed = lambda texts: release.wait(30) and real(texts)  # the first request holds the model
+        first = []
+        thread = threading.Thread(target=lambda: first.append(
+            request(base, "POST", "/v1/embeddings", {"model": "cls", "input": ["a"]})))
+        thread.start()
+        deadline = time.monotonic() + 10
+        while model._embeddings_waiting < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        status, headers, answer = request(base, "POST", "/v1/embeddings", {"model": "cls", "input": ["b"]})
+        release.set()
+        thread.join(30)
+        assert (status, answer) == (429, {"error": "model 'cls' is busy: 1 embedding requests wait (max_queue=1); "
+                                                   "retry later"})
+        assert headers["retry-after"] == "1"
+        assert first[0][0] == 200
+        metrics = request(base, "GET", "/metrics")[2]
+        assert 'appzoo_request_errors_total{code="429",route="/v1/embeddings"} 1.0' in metrics
