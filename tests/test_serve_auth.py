@@ -85,6 +85,18 @@ def test_the_command_line_says_a_missing_key_file_in_one_line_and_exits_2(tmp_pa
                                        f"API keys, one a line)\n")
 
 
+def test_a_param_files_key_file_is_read_before_anything_is_served(tmp_path, monkeypatch):
+    from appzoo.serve.__main__ import run_param_file
+
+    monkeypatch.delenv(auth.ENV, raising=False)
+    (tmp_path / "keys").write_text("# none yet\n", encoding="utf-8")
+    config = {"trainer": {"output_dir": str(tmp_path / "run")}, "serve": {"api_key_file": str(tmp_path / "keys")}}
+    with pytest.raises(ConfigError) as error:  # --do serve: the serve section's file, before the run's best/ is read
+        run_param_file(config)
+    assert str(error.value) == (f"serve.api_key_file: {tmp_path / 'keys'} holds no key (one key a line; blank lines "
+                                f"and # comments are skipped)")
+
+
 def test_every_key_is_compared_in_constant_time_with_no_early_exit(monkeypatch):
     calls = []
     real = hmac.compare_digest
