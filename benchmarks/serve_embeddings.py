@@ -133,10 +133,10 @@ def main():
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(60)
-    report(rows, code, threads, args, quick=args.quick)
+    report(rows, code, threads, requests, args, size=predictor.embed(sample[:1]).vectors.shape[1])
 
 
-def report(rows, code, threads, args, quick):
+def report(rows, code, threads, requests, args, size):
     direct = {r["request"]: r["ms"] for r in rows if r["how"] == "Predictor.embed"}
     lines = ["| request | how | median ms | requests | answer bytes | x Predictor.embed |", "|---|---|---:|---:|---:|---:|"]
     for r in rows:
@@ -145,13 +145,13 @@ def report(rows, code, threads, args, quick):
                      f"{r['ms'] / direct[r['request']]:.2f} |")
     info = machine(PACKAGES + ("fastapi", "uvicorn"))
     text = (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `python benchmarks/serve_embeddings.py "
-            f"--requests {args.requests} --max-seconds {args.max_seconds:g}` on {machine_line(info)}; "
+            f"{'--quick' if args.quick else f'--requests {requests} --max-seconds {args.max_seconds:g}'}` on {machine_line(info)}; "
             f"{threads} engine thread(s), the client on the same cores; server exit code after SIGTERM: {code}.\n\n"
-            f"The ERNIE tiny classifier's pooled vectors (128 floats) of the first 32 sentences of data/cls/test.tsv, "
+            f"The ERNIE tiny classifier's pooled vectors ({size} floats) of the first 32 sentences of data/cls/test.tsv, "
             f"and of the first alone; the vectors run on the Paddle model, so Predictor.embed is the floor.\n\n"
             + "\n".join(lines))
     print(text)
-    if not quick:
+    if not args.quick:
         write_json(RESULTS, {"rows": rows, "exit_code": code, "threads": threads, "machine": info})
         put_section(os.path.join("benchmarks", "RESULTS.md"), SECTION, text, until="## ")
 

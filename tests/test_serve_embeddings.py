@@ -184,3 +184,20 @@ def test_embedding_requests_past_max_queue_get_429_in_one_line_counted(served_ru
         assert first[0][0] == 200
         metrics = request(base, "GET", "/metrics")[2]
         assert 'appzoo_request_errors_total{code="429",route="/v1/embeddings"} 1.0' in metrics
+
+
+def test_a_classifiers_vector_is_the_one_its_classifier_reads(served):
+    """The text classifier's served vector is its pooled text vector: its linear layer on it gives the logits."""
+    import paddle
+
+    from appzoo.data.encoding import encode_texts, pad
+
+    predictor_ = predictor(served[1], "cls")
+    vectors = predictor_.embed(TEXTS[:3]).vectors
+    model = predictor_.model
+    encoded = encode_texts(predictor_.tokenizer, TEXTS[:3], max_seq_len=predictor_.max_seq_len)
+    with paddle.no_grad():
+        logits = model(paddle.to_tensor(pad(encoded["input_ids"], predictor_.tokenizer.pad_token_id)),
+                       paddle.to_tensor(pad(encoded["token_type_ids"], 0)))["logits"].numpy()
+        again = model.classifier(paddle.to_tensor(vectors)).numpy()
+    np.testing.assert_allclose(again, logits, atol=1e-4)
