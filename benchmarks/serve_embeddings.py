@@ -6,11 +6,12 @@ against base64, measured in one run.
 
 The ERNIE tiny classifier of ``benchmarks/serve_load.py`` (``output/serve_bench/tiny``, trained for 20 steps
 first when missing: speed does not depend on what it learned) embeds the first 32 sentences of
-``data/cls/test.tsv``, and the first one alone. ``Predictor.embed`` is timed in this process first (the
-median of the requests), then ``python -m appzoo.serve`` runs on 127.0.0.1 with an API key and one client
-sends the same texts one request after another, ``encoding_format`` float, then base64; a request's time is
-from sending to the whole answer read. Writes ``benchmarks/results/serve_embeddings.json`` and its section
-of ``benchmarks/RESULTS.md`` (not with ``--quick``).
+``data/cls/test.tsv``, and the first one alone: ``Predictor.embed`` in this process (the median of the
+requests), and ``python -m appzoo.serve`` on 127.0.0.1 with an API key, to which one client sends
+the same texts, ``encoding_format`` float and base64; the three are called in turn, round after round, so that
+the machine's other load slows each alike. A request's time is from sending to the whole answer read.
+Writes ``benchmarks/results/serve_embeddings.json`` and its section of ``benchmarks/RESULTS.md`` (not with
+``--quick``).
 """
 import argparse
 import http.client
@@ -54,16 +55,20 @@ def texts():
         return [line.split("\t")[0] for line in f if line.strip()][:32]
 
 
-def timed(call, requests, max_seconds):
-    """Median ms of ``call()`` over ``requests`` calls (fewer once ``max_seconds`` passed), after 3 warm-ups."""
+def timed(calls, requests, max_seconds):
+    """``{name: (median ms, calls timed)}`` of each of ``calls`` (``{name: call}``), called in turn, round after
+    round, so that what else runs on the machine slows each alike; ``requests`` rounds (fewer once
+    ``max_seconds`` passed), after 3 warm-up rounds."""
     for _ in range(3):
-        call()
-    spent, started = [], time.monotonic()
-    while len(spent) < requests and time.monotonic() - started < max_seconds:
-        t = time.perf_counter()
-        call()
-        spent.append((time.perf_counter() - t) * 1000)
-    return statistics.median(spent), len(spent)
+        for call in calls.values():
+            call()
+    spent, started = {name: [] for name in calls}, time.monotonic()
+    while len(spent[next(iter(calls))]) < requests and time.monotonic() - started < max_seconds:
+        for name, call in calls.items():
+            t = time.perf_counter()
+            call()
+            spent[name].append((time.perf_counter() - t) * 1000)
+    return {name: (statistics.median(times), len(times)) for name, times in spent.items()}
 
 
 def post(port, body):
@@ -110,6 +115,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="5 requests a row, nothing written")
     args = parser.parse_args()
     requests = 5 if args.quick else args.requests
+    load = os.getloadavg()  # the machine's other work, which the interleaving spreads over every row
     threads = available_cores()
     configure_cpu(threads)
     from appzoo.inference.predictor import Predictor  # paddle: after the CPU's threads are set
@@ -117,42 +123,48 @@ def main():
 
     load_components()
     best, sample = ensure_trained(), texts()
-    predictor = Predictor(best, num_threads=threads)
-    rows = []
-    for name, batch in (("32 texts", sample), ("1 text", sample[:1])):
-        ms, n = timed(lambda: predictor.embed(batch), requests, args.max_seconds)
-        rows.append({"request": name, "how": "Predictor.embed", "ms": ms, "n": n, "bytes": None})
     process, port = serve(best, threads)
+    rows = []
     try:
+        predictor = Predictor(best, num_threads=threads)
         for name, batch in (("32 texts", sample), ("1 text", sample[:1])):
-            for encoding in ("float", "base64"):
-                body = {"model": "tiny", "input": batch, "encoding_format": encoding}
-                ms, n = timed(lambda: post(port, body), requests, args.max_seconds)
-                rows.append({"request": name, "how": f"/v1/embeddings {encoding}", "ms": ms, "n": n,
-                             "bytes": len(post(port, body))})
+            bodies = {e: {"model": "tiny", "input": batch, "encoding_format": e} for e in ("float", "base64")}
+            calls = {"Predictor.embed": lambda batch=batch: predictor.embed(batch),
+                     **{f"/v1/embeddings {e}": lambda body=body: post(port, body) for e, body in bodies.items()}}
+            for how, (ms, n) in timed(calls, requests, args.max_seconds).items():
+                body = bodies.get(how.rsplit(" ", 1)[-1])
+                rows.append({"request": name, "how": how, "ms": ms, "n": n,
+                             "bytes": None if body is None else len(post(port, body))})
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(60)
-    report(rows, code, threads, requests, args, size=predictor.embed(sample[:1]).vectors.shape[1])
+    dimensions = predictor.embed(sample[:1]).vectors.shape[1]
+    report(rows, code, threads, requests, args, dimensions=dimensions, load=load)
 
 
-def report(rows, code, threads, requests, args, size):
+def report(rows, code, threads, requests, args, dimensions, load):
     direct = {r["request"]: r["ms"] for r in rows if r["how"] == "Predictor.embed"}
-    lines = ["| request | how | median ms | requests | answer bytes | x Predictor.embed |", "|---|---|---:|---:|---:|---:|"]
+    lines = ["| request | how | median ms | requests | answer bytes | x Predictor.embed |",
+             "|---|---|---:|---:|---:|---:|"]
     for r in rows:
         size = "" if r["bytes"] is None else f"{r['bytes']:,}"
         lines.append(f"| {r['request']} | {r['how']} | {r['ms']:.1f} | {r['n']} | {size} | "
                      f"{r['ms'] / direct[r['request']]:.2f} |")
     info = machine(PACKAGES + ("fastapi", "uvicorn"))
-    text = (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `python benchmarks/serve_embeddings.py "
-            f"{'--quick' if args.quick else f'--requests {requests} --max-seconds {args.max_seconds:g}'}` on {machine_line(info)}; "
-            f"{threads} engine thread(s), the client on the same cores; server exit code after SIGTERM: {code}.\n\n"
-            f"The ERNIE tiny classifier's pooled vectors ({size} floats) of the first 32 sentences of data/cls/test.tsv, "
-            f"and of the first alone; the vectors run on the Paddle model, so Predictor.embed is the floor.\n\n"
+    command = "--quick" if args.quick else f"--requests {requests} --max-seconds {args.max_seconds:g}"
+    when = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
+    text = (f"Measured {when} with `python benchmarks/serve_embeddings.py {command}` on {machine_line(info)}; "
+            f"{threads} engine thread(s), the client on the same cores; server exit code after SIGTERM: {code}; "
+            f"load average before the run {' '.join(f'{x:.2f}' for x in load)} on {os.cpu_count()} cores.\n\n"
+            f"The ERNIE tiny classifier's pooled vectors ({dimensions} floats) of the first 32 sentences of "
+            f"data/cls/test.tsv, "
+            f"and of the first alone, each way called in turn, round after round (the machine's other load slows each "
+            f"alike); the vectors run on the Paddle model, so Predictor.embed is the floor.\n\n"
             + "\n".join(lines))
     print(text)
     if not args.quick:
-        write_json(RESULTS, {"rows": rows, "exit_code": code, "threads": threads, "machine": info})
+        write_json(RESULTS, {"rows": rows, "exit_code": code, "threads": threads, "load_average": load,
+                             "machine": info})
         put_section(os.path.join("benchmarks", "RESULTS.md"), SECTION, text, until="## ")
 
 

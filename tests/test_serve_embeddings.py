@@ -91,7 +91,8 @@ def test_base64_is_little_endian_float32_of_the_float_answer(served):
      "model: 'pointwise' (text_matching) embeds no text on its own; models that do: pairwise, cls"),
     ({"model": "nope", "input": "x"}, 404, "no model named 'nope' (models: pairwise, cls, pointwise, ner_crf)"),
     ({"input": "x"}, 422, "body: missing field 'model' (one of: pairwise, cls, pointwise, ner_crf)"),
-    ({"model": 3, "input": "x"}, 422, "model: expected a model name (one of: pairwise, cls, pointwise, ner_crf), got 3"),
+    ({"model": 3, "input": "x"}, 422,
+     "model: expected a model name (one of: pairwise, cls, pointwise, ner_crf), got 3"),
     ({"model": "cls"}, 422, "body: missing field 'input' (a text, or a list of texts)"),
     ({"model": "cls", "input": []}, 422, "input: empty list; give at least one text"),
     ({"model": "cls", "input": [101, 102]}, 422, "input: token-id arrays are not accepted (the model's own tokenizer "

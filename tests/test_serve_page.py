@@ -233,8 +233,8 @@ def test_a_model_behind_a_key_answers_on_the_page(driver, served_runs):
         driver.find_element("id", "text_a").send_keys("中国队在决赛中夺得冠军")
         driver.find_element("id", "submit").click()
         wait.until(lambda d: d.find_element("tag name", "body").get_attribute("data-answered") == "1")
-        status, _, answer = serving.request(url, "POST", "/models/cls/predict", {"inputs": ["中国队在决赛中夺得冠军"]},
-                                            {"Authorization": f"Bearer {KEY}"})
+        status, _, answer = serving.request(url, "POST", "/models/cls/predict",
+                                            {"inputs": ["中国队在决赛中夺得冠军"]}, {"Authorization": f"Bearer {KEY}"})
         assert status == 200
         assert driver.find_element("id", "answer").text == f"Label: {answer['predictions'][0]['label']}"
         driver.execute_script("sessionStorage.clear()")

@@ -73,7 +73,8 @@ def _terminated(signum, frame):
 def run(model_specs, settings, key_path="models", api_key=None):
     """Check everything, set the CPU up, then serve until stopped; the exit code.
     A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served.
-    ``api_key``: ``--api-key``'s, beside APPZOO_API_KEY and ``serve.api_key_file`` (:func:`appzoo.serve.auth.load_keys`)."""
+    ``api_key``: ``--api-key``'s, beside APPZOO_API_KEY and ``serve.api_key_file``
+    (:func:`appzoo.serve.auth.load_keys`)."""
     config = ServeConfig.from_section(settings)
     api_keys = load_keys(api_key, config.api_key_file)
     threads = config.engine_threads(len(model_specs))

@@ -107,7 +107,8 @@ class RequireKey:
             reason, message = "missing", ("missing API key: this server needs the header 'Authorization: Bearer KEY'"
                                           " on every route but /v2/health/live and /v2/health/ready")
         elif not accepts(self.keys, given.strip()):
-            reason, message = "wrong", "wrong API key: the key in 'Authorization: Bearer KEY' is not one of this server's"
+            reason, message = "wrong", ("wrong API key: the key in 'Authorization: Bearer KEY' is not one of this "
+                                        "server's")
         else:
             return await self.app(scope, receive, send)
         self.metrics.unauthorized.labels(reason).inc()
