@@ -4,6 +4,7 @@
 
     p = Predictor("output/cls/best", engine="paddle_inference")
     p.predict(["a text", "another"])  # the rows predictions.jsonl would hold
+    p.embed(["a text"]).vectors     # a text classifier's or a siamese matcher's text vectors
 
 The model is loaded from ``best/`` through :func:`appzoo.store.bundle.load` (its
 reader, tokenizer, labels and tuned state with it), so inputs go through the

@@ -139,4 +139,3 @@ class ServedModel:
 
     def stop(self, timeout=None):
         return self.batcher.stop(timeout)
-
