@@ -85,6 +85,17 @@ def test_the_command_line_says_a_missing_key_file_in_one_line_and_exits_2(tmp_pa
                                        f"API keys, one a line)\n")
 
 
+def test_help_lists_the_key_options(capsys):
+    from appzoo.serve.__main__ import main
+
+    with pytest.raises(SystemExit) as done:  # the engine's help says "25%", which argparse once read as a format
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--api-key KEY" in out and "--api-key-file API_KEY_FILE" in out and "--body-timeout-s" in out
+    assert "within 25% of Paddle Inference" in out
+
+
 def test_a_param_files_key_file_is_read_before_anything_is_served(tmp_path, monkeypatch):
     from appzoo.serve.__main__ import run_param_file
 

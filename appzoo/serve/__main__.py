@@ -39,7 +39,8 @@ def parse_args(argv):
         kind = typing.get_args(typing.get_args(hints[field.name])[0]) or (typing.get_args(hints[field.name])[0],)
         kind = next((k for k in kind if k in (int, float, str)), str)
         parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind, default=None,
-                            metavar=field.name.upper(), help=f"{key.help} (default: {field.default})")
+                            metavar=field.name.upper(),  # argparse formats help with %: "25%" would break --help
+                            help=f"{key.help} (default: {field.default})".replace("%", "%%"))
     parser.add_argument("--api-key", dest="api_key", default=None, metavar="KEY",
                         help=f"a key every request but liveness and readiness must carry (Authorization: Bearer KEY); "
                              f"visible in the process list: prefer {ENV} or --api-key-file")
