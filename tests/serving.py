@@ -42,20 +42,22 @@ def train(root, names=tuple(TASKS)):
 
 
 @contextlib.contextmanager
-def live_server(specs, *, load=True, **settings):
+def live_server(specs, *, load=True, api_keys=(), **settings):
     """``(base url, app)`` of a server of ``specs`` (``{name: best}``) with the ``serve`` ``settings``,
     ready (every model loaded; ``load=False``: none is loaded, the server answers as while loading);
-    stopped, gracefully, at the end of the block. uvicorn runs with the settings the server's own."""
+    stopped, gracefully, at the end of the block. uvicorn runs with the settings the server's own.
+    ``api_keys``: keys (strings) one of which every request but liveness and readiness must carry."""
     import uvicorn
 
     from appzoo.serve.app import create_app
+    from appzoo.serve.auth import digest
     from appzoo.params.serve import ServeConfig
     from appzoo.serve.server import listen, uvicorn_config
 
     config = ServeConfig(**{"port": 0, "engine": "dygraph", **settings})
     sock = listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    app = create_app(specs, config, threads=1, load=load)
+    app = create_app(specs, config, threads=1, load=load, api_keys=tuple(digest(k) for k in api_keys))
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

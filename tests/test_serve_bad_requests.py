@@ -241,19 +241,45 @@ def test_no_answer_tells_where_the_models_are_on_disk(server, served_runs, tmp_p
         assert root not in json.dumps(answers), root
 
 
-def test_a_body_that_stops_arriving_ends_its_request_after_read_timeout_s(bare):
-    before = errors_counted(bare, 499)
-    host, port = bare.split("//")[1].split(":")
-    started = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=10) as sock:  # promises 1000 bytes, sends 10, waits
-        sock.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000\r\n\r\n{\"inputs\":")
-        assert sock.recv(4096) == b""  # closed by the server
-    assert 0.8 < time.monotonic() - started < 2.5
+def test_a_body_that_stops_arriving_gets_408_after_read_timeout_s_and_its_route_a_499(bare):
+    before, refused = errors_counted(bare, 499), unparsed(bare, 408)
+    # promises 1000 bytes, sends 10, waits
+    reply, took = exchange(bare, b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: 1000\r\n\r\n{\"inputs\":")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head.lower(), reply[:200]
+    assert json.loads(body) == {"error": "the request body paused longer than read_timeout_s=1 s"}
+    assert 0.8 < took < 2.5
     deadline = time.monotonic() + 5
     while errors_counted(bare, 499) == before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert errors_counted(bare, 499) == before + 1
+    assert errors_counted(bare, 499) == before + 1  # the route that was reading it
+    assert unparsed(bare, 408) == refused + 1
+
+
+def test_a_body_that_trickles_in_gets_408_after_body_timeout_s(bare):
+    """A byte every 0.3 s never pauses read_timeout_s (1 s), and is cut at body_timeout_s (2 s) all the same."""
+    host, port = bare.split("//")[1].split(":")
+    started, reply = time.monotonic(), b""
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n")
+        sock.settimeout(0.3)
+        while time.monotonic() - started < 8:  # bounded: the answer is due at 2 s
+            try:
+                data = sock.recv(4096)
+            except socket.timeout:
+                sock.sendall(b" ")
+                continue
+            if not data:
+                break
+            reply += data
+    took = time.monotonic() - started
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 "), reply[:200]
+    assert json.loads(body) == {"error": "the request body did not all arrive within body_timeout_s=2 s"}
+    assert 1.8 < took < 4
+    assert request(bare, "GET", "/v2/health/live")[0] == 200
 
 
 @slow
@@ -347,8 +373,9 @@ def test_more_connections_than_file_descriptors_is_refused_at_start():
 # ---- the HTTP layer: what is refused before any route (no model needed) ----------------------
 @pytest.fixture(scope="module")
 def bare():
-    """A server whose model never loads (the HTTP layer answers the same), with 1 s timeouts."""
-    with live_server({"cls": "/nowhere/best"}, load=False, read_timeout_s=1, idle_timeout_s=1) as (base, _):
+    """A server whose model never loads (the HTTP layer answers the same), with 1 s timeouts (2 s: a body's)."""
+    with live_server({"cls": "/nowhere/best"}, load=False, read_timeout_s=1, idle_timeout_s=1,
+                     body_timeout_s=2) as (base, _):
         yield base
 
 

@@ -187,6 +187,59 @@ def test_the_page_runs_under_its_csp_which_refuses_inline_script_and_framing(dri
     assert shown["page"][0] != "appzoo: try a model" and "Try a model" not in shown["page"][1], shown
 
 
+# ---- a server that needs an API key: the page asks for it, keeps it for the tab, sends it -----------------
+KEY = "page-K3Y-123"
+NEEDS_KEY = ("missing API key: this server needs the header 'Authorization: Bearer KEY' on every route but "
+             "/v2/health/live and /v2/health/ready. Enter the server's API key above and press \"Use this key\".")
+
+
+def enter_key(driver, key):
+    driver.find_element("id", "api_key").send_keys(key)
+    driver.find_element("id", "use_key").click()
+
+
+def test_the_page_asks_for_the_key_on_a_401_and_sends_the_one_typed(driver):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with serving.live_server({"cls": "/nowhere/best"}, load=False, api_keys=[KEY]) as (url, app):
+        driver.get(url + "/")
+        wait = WebDriverWait(driver, 10)
+        wait.until(lambda d: d.find_element("id", "error").text)
+        assert driver.find_element("id", "error").text == NEEDS_KEY
+        assert driver.find_element("id", "key_box").get_attribute("open") is not None  # the key field is shown
+        enter_key(driver, "not-the-key")
+        wait.until(lambda d: "wrong API key" in d.find_element("id", "error").text)
+        enter_key(driver, KEY)  # /models answers now: the page says the model is loading, and no error
+        wait.until(lambda d: d.find_element("id", "meta").text == "loading the models…")
+        assert driver.find_element("id", "error").text == ""
+        assert driver.execute_script("return sessionStorage.getItem('appzoo_api_key')") == KEY
+        assert driver.find_element("id", "api_key").get_attribute("value") == ""  # not left in the field
+        driver.get(url + "/")  # the same tab keeps it
+        wait.until(lambda d: d.find_element("id", "meta").text == "loading the models…")
+        assert driver.find_element("id", "error").text == ""
+        driver.execute_script("sessionStorage.clear()")
+
+
+@slow
+def test_a_model_behind_a_key_answers_on_the_page(driver, served_runs):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with serving.live_server({"cls": served_runs["cls"] + "/best"}, api_keys=[KEY]) as (url, _):
+        driver.get(url + "/")
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: d.find_element("id", "error").text == NEEDS_KEY)
+        enter_key(driver, KEY)
+        wait.until(lambda d: d.find_elements("css selector", '#model option[value="cls"]'))
+        driver.find_element("id", "text_a").send_keys("中国队在决赛中夺得冠军")
+        driver.find_element("id", "submit").click()
+        wait.until(lambda d: d.find_element("tag name", "body").get_attribute("data-answered") == "1")
+        status, _, answer = serving.request(url, "POST", "/models/cls/predict",
+                                            {"inputs": ["中国队在决赛中夺得冠军"]}, {"Authorization": f"Bearer {KEY}"})
+        assert status == 200
+        assert driver.find_element("id", "answer").text == f"Label: {answer['predictions'][0]['label']}"
+        driver.execute_script("sessionStorage.clear()")
+
+
 @contextlib.contextmanager
 def framing_page(html):
     """The URL of ``html`` served from another origin (another port of 127.0.0.1), for the framing test."""

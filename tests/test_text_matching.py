@@ -292,6 +292,31 @@ def test_pairwise_dot_similarity(encoder):
     np.testing.assert_allclose(model(q, t)["scores"].numpy(), expected.numpy(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "dot"])
+def test_a_siamese_models_text_embedding_scores_its_pairs(encoder, similarity):
+    """/v1/embeddings serves text_embedding: for simnet, a pair's score is the dot product of its two texts'
+    vectors (their cosine, the vectors L2-normalised, with similarity cosine)."""
+    model = MODELS.get("ErnieMatchingSiamesePairwise", "m")(encoder, loss={"name": "pairwise_hinge"},
+                                                            similarity=similarity)
+    model.eval()
+    q, t = ids(3), ids(3, seed=1)
+    u, v = model.text_embedding(q), model.text_embedding(t)
+    np.testing.assert_allclose((u * v).sum(-1).numpy(), model(q, t)["scores"].numpy(), rtol=1e-5, atol=1e-6)
+    norms = np.linalg.norm(u.numpy(), axis=-1)
+    assert np.allclose(norms, 1, atol=1e-5) == (similarity == "cosine")
+    assert ("cosine" in model.EMBEDDING) == (similarity == "cosine")
+
+
+def test_which_matchers_embed_a_text_on_their_own(encoder):
+    """A siamese classifier's vector is each text pooled alone (its u and v); a cross-encoder reads the pair as
+    one sequence, so it embeds no text on its own (EMBEDDING None: /v1/embeddings refuses it)."""
+    siamese = MODELS.get("ErnieMatchingSiamesePointwise", "m")(encoder, num_labels=2)
+    siamese.eval()
+    np.testing.assert_allclose(siamese.text_embedding(ids(3)).numpy(), siamese.embed(ids(3)).numpy(), rtol=1e-6)
+    assert siamese.EMBEDDING and MODELS.get("ErnieMatchingFcPointwise", "m").EMBEDDING is None
+    assert MODELS.get("ErnieCrfSeqLabel", "m").EMBEDDING is None
+
+
 @pytest.mark.parametrize("name, kwargs, loss, message", [
     ("ErnieMatchingSiamesePairwise", {}, {"name": "ce"},
      r"model\.loss\.name: 'ce' does not fit a pair or embedding model \(losses that fit: circle, infonce"),

@@ -6,6 +6,7 @@ back in the examples' order before the reader decodes them into predictions.
 """
 import numpy as np
 
+from appzoo.data.encoding import pad
 from appzoo.data.sampler import length_order
 from appzoo.utils.progress import progress
 
@@ -68,6 +69,23 @@ def _run(engine, bundle, features, *, batch_size, rank=0, world_size=1, bar=Fals
     outputs = {k: [v[j] for j in back] for k, v in outputs.items()}
     loss = float(np.average(losses, weights=sizes)) if losses else None
     return outputs, loss
+
+
+def embed(bundle, ids, *, batch_size):
+    """``[N, H]`` float32: the model's vector of each text (:meth:`~appzoo.task.model.TaskModel.text_embedding`)
+    of ``ids`` (one token-id list per text), batched longest first as :func:`predict` does, in their order.
+    On the Paddle model whatever the engine: the exported graphs answer a task's outputs, not its vectors."""
+    import paddle
+
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    rows, pad_id = [None] * len(ids), bundle.tokenizer.pad_token_id
+    with paddle.no_grad():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            vectors = bundle.model.text_embedding(paddle.to_tensor(pad([ids[i] for i in chunk], pad_id)))
+            for i, vector in zip(chunk, vectors.numpy().astype("float32")):
+                rows[i] = vector
+    return np.stack(rows) if rows else np.zeros((0, 0), "float32")
 
 
 def _gather(rows, outputs, losses, sizes):

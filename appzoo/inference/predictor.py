@@ -4,6 +4,7 @@
 
     p = Predictor("output/cls/best", engine="paddle_inference")
     p.predict(["a text", "another"])  # the rows predictions.jsonl would hold
+    p.embed(["a text"]).vectors     # a text classifier's or a siamese matcher's text vectors
 
 The model is loaded from ``best/`` through :func:`appzoo.store.bundle.load` (its
 reader, tokenizer, labels and tuned state with it), so inputs go through the
@@ -32,11 +33,22 @@ import unicodedata
 
 from appzoo.store import bundle
 
+from appzoo.data.encoding import encode_texts
 from appzoo.inference import engines, export, prediction
 from appzoo.params.inference import DEFAULT_CALIBRATION, InferenceSpec
 from appzoo.errors import DataError
 from appzoo.utils.files import file_sha256
 from appzoo.utils.progress import bars
+
+
+@dataclasses.dataclass
+class Embedded:
+    """Texts embedded: ``vectors`` (``[N, H]`` float32, in the texts' order), the ``tokens`` each text was read as
+    (special tokens included) and the indices of those cut at ``max_seq_len``."""
+
+    vectors: object
+    tokens: list
+    cut: list
 
 
 @dataclasses.dataclass
@@ -123,6 +135,33 @@ class Predictor:
         predictions = prediction.predict_groups(self.engine, self.bundle, [(g.examples, g.features) for g in groups],
                                                 batch_size=self.batch_size)
         return [self.reader.prediction_rows(g.examples, p, self.labels) for g, p in zip(groups, predictions)]
+
+    # ---- text vectors ----------------------------------------------------
+    @property
+    def embedding(self):
+        """What :meth:`embed` gives for this model, in a few words, or None when it embeds no text on its own
+        (:attr:`appzoo.task.model.TaskModel.EMBEDDING`)."""
+        return self.model.EMBEDDING
+
+    def embed(self, texts):
+        """:class:`Embedded`: the model's vector of each text (a list of strings), each text tokenised alone
+        and cut at ``max_seq_len``, computed on the Paddle model whatever the engine (in fp32); DataError for
+        a model that embeds no text, or an input that is not a non-blank text."""
+        if self.embedding is None:
+            raise DataError(f"embed: {type(self.model).__name__} embeds no text on its own (a model whose "
+                            f"EMBEDDING is set does: a text classifier, a siamese matcher)")
+        if isinstance(texts, (str, bytes)):
+            raise DataError(f"embed: expected a list of texts, got one {type(texts).__name__}; for one text, "
+                            f"pass [text]")
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text:
+                raise DataError(f"input {i}: expected a non-empty text, got {type(text).__name__} {text!r:.40}")
+        check_inputs(texts)
+        with bars(self.progress_bar):
+            ids = encode_texts(self.tokenizer, texts, max_seq_len=self.max_seq_len)["input_ids"]
+        vectors = prediction.embed(self.bundle, ids, batch_size=self.batch_size)
+        return Embedded(vectors, [len(i) for i in ids], [i for i, t in enumerate(ids) if len(t) >= self.max_seq_len])
 
     def _cut(self, examples, features):
         """The inputs whose end was not read: a feature of a reader that cuts

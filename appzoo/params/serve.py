@@ -54,10 +54,18 @@ class ServeConfig:
         "without a byte", gt=0)] = 5.0
     read_timeout_s: Annotated[float, Key(
         "once a request's first byte arrived, its request line and headers must all arrive within this long "
-        "(else 408), and its body may not pause longer (else the connection is closed)", gt=0)] = 10.0
+        "(else 408), and its body may not pause longer (else 408 and the connection closes)", gt=0)] = 10.0
+    body_timeout_s: Annotated[float, Key(
+        "a request's body must all arrive within this long after its headers, however it trickles in (else 408 "
+        "and the connection closes)", gt=0)] = 10.0
     max_header_bytes: Annotated[int, Key("request line and headers of one request, in bytes, at most (more: 431)",
                                          ge=1024)] = 16_384
     max_headers: Annotated[int, Key("header fields of one request at most (more: 431)", ge=1)] = 100
+    api_key_file: Annotated[Optional[str], Key(
+        "a file of API keys, one a line (# comments and blank lines skipped): every route but /v2/health/live and "
+        "/v2/health/ready then needs 'Authorization: Bearer KEY' with one of them (also --api-key and the "
+        "APPZOO_API_KEY variable; never a key itself here: a run saves this section; null: no file)",
+        nonempty=True)] = None
 
     def __post_init__(self):
         check_fields(self, "serve")

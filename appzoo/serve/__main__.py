@@ -6,8 +6,10 @@
 
 Each PATH is a run's ``best/`` folder, named NAME or after its run folder.
 The options are the keys of a param file's ``serve`` section
-(``run_trainer.py --describe serve``); ``--param_path X.json --do serve``
+(``run_trainer.py --describe serve``), and ``--api-key``; ``--param_path X.json --do serve``
 serves that run's ``best/`` with the file's own ``serve`` section.
+API keys: ``--api-key KEY``, the APPZOO_API_KEY variable, ``--api-key-file FILE``
+(docs/serving.md#api-keys); the variable or the file keep a key out of ``ps``.
 """
 import argparse
 import dataclasses
@@ -22,6 +24,7 @@ from appzoo.params.keys import key_of
 from appzoo.params.serve import ServeConfig
 from appzoo.env import configure_cpu, import_paddle_quietly
 from appzoo.registry import load_components
+from appzoo.serve.auth import ENV, load_keys
 from appzoo.serve.server import serve
 from appzoo.params.trainer import TrainerConfig
 
@@ -36,15 +39,19 @@ def parse_args(argv):
         kind = typing.get_args(typing.get_args(hints[field.name])[0]) or (typing.get_args(hints[field.name])[0],)
         kind = next((k for k in kind if k in (int, float, str)), str)
         parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind, default=None,
-                            metavar=field.name.upper(), help=f"{key.help} (default: {field.default})")
+                            metavar=field.name.upper(),  # argparse formats help with %: "25%" would break --help
+                            help=f"{key.help} (default: {field.default})".replace("%", "%%"))
+    parser.add_argument("--api-key", dest="api_key", default=None, metavar="KEY",
+                        help=f"a key every request but liveness and readiness must carry (Authorization: Bearer KEY); "
+                             f"visible in the process list: prefer {ENV} or --api-key-file")
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    settings = {k: v for k, v in vars(args).items() if k != "models" and v is not None}
+    settings = {k: v for k, v in vars(args).items() if k not in ("models", "api_key") and v is not None}
     try:
-        return run(args.models, settings)
+        return run(args.models, settings, api_key=args.api_key)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
@@ -64,10 +71,13 @@ def _terminated(signum, frame):
     raise _Terminated()
 
 
-def run(model_specs, settings, key_path="models"):
+def run(model_specs, settings, key_path="models", api_key=None):
     """Check everything, set the CPU up, then serve until stopped; the exit code.
-    A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served."""
+    A user error (a bad key, a port in use, a missing best/) raises :class:`UserError` before anything is served.
+    ``api_key``: ``--api-key``'s, beside APPZOO_API_KEY and ``serve.api_key_file``
+    (:func:`appzoo.serve.auth.load_keys`)."""
     config = ServeConfig.from_section(settings)
+    api_keys = load_keys(api_key, config.api_key_file)
     threads = config.engine_threads(len(model_specs))
     configure_cpu(threads)  # before paddle loads: the dygraph engine's threads (no effect once loaded)
     # paddle's import puts a handler of its own on SIGTERM (a FatalError report, exit 143): a SIGTERM during the
@@ -82,7 +92,7 @@ def run(model_specs, settings, key_path="models"):
 
     load_components()
     # the process exits once served: a SIGTERM repeated after the drain must not kill it with 143
-    return serve(parse_models(model_specs, key_path), config, threads, keep_signal_handlers=True)
+    return serve(parse_models(model_specs, key_path), config, threads, keep_signal_handlers=True, api_keys=api_keys)
 
 
 def run_param_file(config):

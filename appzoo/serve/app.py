@@ -1,6 +1,6 @@
 """The HTTP routes of a server: KServe's Open Inference Protocol (V2, its
-codec in :mod:`appzoo.serve.v2`), a plain ``/predict`` answering the rows of ``predictions.jsonl``, Prometheus
-metrics and the try-it page.
+codec in :mod:`appzoo.serve.v2`), a plain ``/predict`` answering the rows of ``predictions.jsonl``, OpenAI's
+``/v1/embeddings`` (its codec in :mod:`appzoo.serve.embeddings`), Prometheus metrics and the try-it page.
 
 Every answer that is not a success is ``{"error": "<one line>"}`` with a 4xx
 (the request's fault) or a 5xx (503: not ready, or the queue is full, with
@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from appzoo.errors import UserError, first_line
-from appzoo.serve import v2
+from appzoo.serve import auth, embeddings, v2
 from appzoo.serve.batcher import QueueFull
 from appzoo.serve.failure import Failure, clip
 from appzoo.serve.metrics import Metrics
@@ -96,10 +96,11 @@ class Models:
             model.stop(timeout)
 
 
-def create_app(specs, config, threads, *, on_load_error=None, load=True):
+def create_app(specs, config, threads, *, on_load_error=None, load=True, api_keys=()):
     """The app serving ``specs`` (``{name: best folder}``) with the ``serve``
     settings ``config``; ``load``: start loading the models on a thread
-    when the app starts (else call ``app.state.models.load()``)."""
+    when the app starts (else call ``app.state.models.load()``); ``api_keys``: the
+    keys a request must carry one of (:func:`appzoo.serve.auth.load_keys`; none: no key needed)."""
     metrics = Metrics()
     models = Models(specs, config, threads, metrics)
 
@@ -113,11 +114,13 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
 
     app = FastAPI(title="appzoo", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.models, app.state.metrics = models, metrics
+    app.add_middleware(auth.RequireKey, keys=api_keys, metrics=metrics)  # inside _Observe, which counts its 401s
     app.add_middleware(_Observe, metrics=metrics)
     _answer_errors_in_one_line(app, models)
     _page_routes(app, models)
     _v2_routes(app, models, config)
     _plain_routes(app, models, config, metrics)
+    _openai_routes(app, models, config)
     return app
 
 
@@ -225,6 +228,31 @@ def _plain_routes(app, models, config, metrics):
     def prometheus():
         content, media_type = metrics.render(models.loaded)
         return Response(content, media_type=media_type)
+
+
+def _openai_routes(app, models, config):
+    """OpenAI's ``POST /v1/embeddings``: the vectors of texts, for the models that embed them."""
+    @app.post("/v1/embeddings")
+    async def embed(request: Request):
+        name, texts, encoding, dimensions = embeddings.request(await _read_json(request, config.max_body_bytes),
+                                                               list(models.specs))
+        model = models.get(name)
+        if model.embedding_size is None:
+            embeddings.refuse(name, models.loaded)
+        embeddings.check(model, dimensions)
+        if len(texts) > model.config.max_request_inputs:
+            raise Failure(422, f"input: {len(texts)} texts, more than max_request_inputs="
+                               f"{model.config.max_request_inputs} in one request; send them in several requests")
+        try:
+            embedded, notes = await run_in_threadpool(model.embed, texts)
+        except UserError as e:
+            raise Failure(422, str(e)) from None
+        except QueueFull as e:
+            raise Failure(429, f"model {name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) from None
+        answer = embeddings.answer(name, embedded, encoding)
+        if notes:
+            answer["notes"] = notes
+        return JSONResponse(answer)  # not FastAPI's encoder, which would walk every float of every vector
 
 
 def _version():
@@ -368,5 +396,5 @@ class _Observe:
         try:
             await self.app(scope, receive, observed_send)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
+            route = getattr(scope.get("route"), "path", None) or scope.get(auth.SCOPE_KEY, "unmatched")
             self.metrics.observe(route, scope.get("method", ""), status[0], time.monotonic() - started)

@@ -4,7 +4,8 @@ Each app has a registry of its own (two servers in one process, as in the
 tests, do not mix their counts). Routes are labelled by their template
 (``/v2/models/{name}/infer``), never by the raw path, so a client cannot
 grow the label set; a path no route matches counts as ``unmatched``, and what
-the HTTP layer refused before any route (appzoo/serve/protocol.py) as ``unparsed``.
+the HTTP layer refused before any route (appzoo/serve/protocol.py) as ``unparsed``, and a request refused
+for its API key (appzoo/serve/auth.py) as ``unauthorized``.
 """
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
                                disable_created_metrics, generate_latest)
@@ -33,6 +34,9 @@ class Metrics:
         self.unknown_pieces = Gauge("appzoo_unknown_pieces", "pieces outside a pruned vocabulary "
                                     "(model.encoder.prune_vocab) read as <unk> since loading, by model", ["model"],
                                     registry=r)
+        self.unauthorized = Counter("appzoo_unauthorized_requests", "requests refused 401 for their API key, by reason "
+                                    "(missing: no 'Authorization: Bearer' header; wrong: a key not the server's)",
+                                    ["reason"], registry=r)
         self.ready = Gauge("appzoo_ready", "1 once every model is loaded and warmed up", registry=r)
 
     def observe(self, route, method, code, seconds):

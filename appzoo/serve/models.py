@@ -3,13 +3,14 @@ with a micro-batcher and the serving shape its reader declares
 (:mod:`appzoo.task.serving`), from which the try-it page and the KServe V2
 routes take its inputs and outputs."""
 import os
+import threading
 import time
 
 from appzoo.store import bundle
 from appzoo.errors import ConfigError
 from appzoo.inference.predictor import Predictor
 from appzoo.utils.progress import quiet
-from appzoo.serve.batcher import MicroBatcher
+from appzoo.serve.batcher import MicroBatcher, QueueFull
 
 
 def parse_models(specs, key_path="models"):
@@ -45,6 +46,8 @@ class ServedModel:
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
         self.serving = self._declared_serving()
         self.input_kind = self.serving.input
+        self.embedding_size = self._warm_up_embedding()
+        self._embedding, self._embeddings_waiting = threading.Lock(), 0
         if hasattr(self.predictor.tokenizer, "unknown_pieces"):
             self.predictor.tokenizer.unknown_pieces = 0  # /metrics counts the requests' pieces, not the warm-up's
         self.load_seconds = time.monotonic() - started
@@ -62,6 +65,16 @@ class ServedModel:
         serving.check_rows(reader, self.predictor.predict([serving.warm_up_input()]))
         return serving
 
+    def _warm_up_embedding(self):
+        """The length of the model's text vectors, from embedding the warm-up text; None for a model that embeds
+        no text on its own."""
+        if self.predictor.embedding is None:
+            return None
+        sample = self.serving.warm_up_input()
+        text = sample[0] if isinstance(sample, (list, tuple)) else sample  # a pair's first text, a token list's
+        with quiet():
+            return int(self.predictor.embed([text if isinstance(text, str) else " ".join(text)]).vectors.shape[1])
+
     # ---- what the model is ----------------------------------------------------
     def describe(self):
         """What the try-it page and ``GET /models`` show: the model, its declared outputs (each field's
@@ -73,7 +86,7 @@ class ServedModel:
                 "labels": self.predictor.labels, "multi_label": "labels" in shape.kinds(),
                 "engine": self.config.engine, "precision": self.config.precision,
                 "max_seq_len": self.predictor.max_seq_len,  # not best/'s place on the server's disk
-                **shape.shows}
+                "embedding": self.predictor.embedding, "embedding_size": self.embedding_size, **shape.shows}
 
     # ---- a request ----------------------------------------------------------------
     def prepare(self, inputs):
@@ -101,6 +114,28 @@ class ServedModel:
                 value = value[:limit]
             out.append(value)
         return out, notes
+
+    def embed(self, texts):
+        """``(Embedded, notes)`` of one request's texts (``/v1/embeddings``), each cut at ``max_input_chars``
+        first; DataError naming an input that is not a text; QueueFull when ``max_queue`` requests already wait.
+
+        Not through the batcher: its batches run the engine's graph, which answers the task's outputs, while a
+        text's vector comes from the Paddle model (:meth:`~appzoo.inference.predictor.Predictor.embed`). The
+        texts of one request run in batches of ``max_batch_size``, and one request's at a time per model (a
+        lock), so that a burst of them does not run a model on every thread of the pool at once."""
+        texts, notes = self._cut_long(texts)
+        if self._embeddings_waiting >= self.config.max_queue:
+            raise QueueFull(f"{self._embeddings_waiting} embedding requests wait (max_queue={self.config.max_queue})")
+        self._embeddings_waiting += 1  # a bound, so the GIL's atomicity is enough (off by one at worst)
+        try:
+            with self._embedding, quiet():
+                embedded = self.predictor.embed(texts)
+        finally:
+            self._embeddings_waiting -= 1
+        for i in embedded.cut:
+            notes.append(f"input {i}: cut at max_seq_len={self.predictor.max_seq_len} tokens; the rest of it was "
+                         f"not read")
+        return embedded, notes
 
     def stop(self, timeout=None):
         return self.batcher.stop(timeout)

@@ -12,9 +12,11 @@ each answered ``{"error": "<one line>"}`` as the app answers, counted in
 - 431 for a request line and headers over ``max_header_bytes`` or more than
   ``max_headers`` fields;
 - 408 when a request's head has not all arrived ``read_timeout_s`` after its
-  first byte (slowloris); a silent connection is closed after
-  ``idle_timeout_s`` (uvicorn's keep-alive timer), a body that pauses longer
-  than ``read_timeout_s`` ends its request (499, as a client that left);
+  first byte (slowloris), when its body pauses longer than ``read_timeout_s``,
+  or has not all arrived ``body_timeout_s`` after the head, however it trickles
+  in (the route reading it ends as for a client that left: a 499 in the
+  metrics); a silent connection is closed after ``idle_timeout_s`` (uvicorn's
+  keep-alive timer);
 - 503 with ``Retry-After`` for a connection over ``max_connections``.
 
 An answer sent before the request's body was all read (a 413, one of the
@@ -82,6 +84,7 @@ class Connection(HttpToolsProtocol):
         self._began_in_chunk = False
         self._head_started = None  # monotonic time of the head's first byte
         self._read_timer = None  # the head's deadline, or the body's pause
+        self._body_timer = None  # the body's deadline (body_timeout_s after the head)
         self._linger_timer = None
         self._linger_ends = self._last_byte = 0.0
 
@@ -169,8 +172,9 @@ class Connection(HttpToolsProtocol):
         self._in_head = False
         self._cancel_read_timer()
         super().on_headers_complete()
-        if self.cycle is not None and self.cycle.more_body:  # a body may follow: it may not pause too long
-            self._read_timer = self.loop.call_later(self.settings.read_timeout_s, self._body_timed_out)
+        if self.cycle is not None and self.cycle.more_body:  # a body may follow: it may not pause too long, nor
+            self._read_timer = self.loop.call_later(self.settings.read_timeout_s, self._body_timed_out)  # trickle
+            self._body_timer = self.loop.call_later(self.settings.body_timeout_s, self._body_too_slow)
 
     def on_body(self, body):
         if self._read_timer is not None:
@@ -233,17 +237,23 @@ class Connection(HttpToolsProtocol):
                           f"{self.settings.read_timeout_s:g} s")
 
     def _body_timed_out(self):
-        """The body paused longer than ``read_timeout_s``: the request ends as if the client left."""
+        """The body paused longer than ``read_timeout_s``: 408; its route ends as for a client that left."""
         self._read_timer = None
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.disconnected = True
-            self.cycle.message_event.set()
-        self.transport.raw.close()
+        self._refuse(408, f"the request body paused longer than read_timeout_s={self.settings.read_timeout_s:g} s")
+
+    def _body_too_slow(self):
+        """The body has not all arrived ``body_timeout_s`` after the head (a trickle): as :meth:`_body_timed_out`."""
+        self._body_timer = None
+        self._refuse(408, f"the request body did not all arrive within body_timeout_s="
+                          f"{self.settings.body_timeout_s:g} s")
 
     def _cancel_read_timer(self):
-        if self._read_timer is not None:
-            self._read_timer.cancel()
-            self._read_timer = None
+        """Cancel the head's or the body's timers (the request is complete, refused, or the connection ends)."""
+        for name in ("_read_timer", "_body_timer"):
+            timer = getattr(self, name)
+            if timer is not None:
+                timer.cancel()
+                setattr(self, name, None)
 
     def _linger(self):
         """Send what is written and a FIN, then read and drop what comes, for a bounded time."""

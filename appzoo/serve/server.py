@@ -51,12 +51,13 @@ def listen(host, port):
     return sock
 
 
-def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=False):
+def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=False, api_keys=()):
     """Serve ``specs`` (``{name: best}``) until SIGTERM or Ctrl-C; the exit code.
     Raises ConfigError (exit 2) before anything listens when the address, the port or the file descriptors
     cannot be had. ``keep_signal_handlers``: once served, ignore SIGTERM and SIGINT (the command line, whose
     process is about to exit: a signal repeated after the drain must not turn its exit 0 into 143; ignored, not
-    caught, since the interpreter's shutdown puts a caught signal back to its default, which kills)."""
+    caught, since the interpreter's shutdown puts a caught signal back to its default, which kills). ``api_keys``:
+    the keys a request must carry one of (:func:`appzoo.serve.auth.load_keys`)."""
     import uvicorn
 
     from appzoo.serve.app import create_app  # fastapi and paddle: only once serving starts
@@ -70,14 +71,14 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
         failed.append(message)
         server.should_exit = True
 
-    app = create_app(specs, config, threads, on_load_error=on_load_error)
+    app = create_app(specs, config, threads, on_load_error=on_load_error, api_keys=api_keys)
     server = uvicorn.Server(uvicorn_config(app, config))
     stops = []
     previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM)}  # uvicorn raises a caught signal again at its end
     if ready_message:
         print(f"serving {', '.join(specs)} on http://{_url_host(host)}:{port}/ (loading; ready when "
-              f"/v2/health/ready answers 200)", file=sys.stderr, flush=True)
+              f"/v2/health/ready answers 200){_keys_note(api_keys)}", file=sys.stderr, flush=True)
     try:
         server.run(sockets=[sock])
     finally:
@@ -138,6 +139,13 @@ def check_file_descriptors(max_connections, limits=None):
     if limits is None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     return needed
+
+
+def _keys_note(api_keys):
+    """What the start line says of the API keys: how many, never which."""
+    if not api_keys:
+        return ""
+    return f"; every route but /v2/health/live and /v2/health/ready needs one of {len(api_keys)} API key(s)"
 
 
 def _url_host(host):

@@ -27,6 +27,9 @@ class TaskModel(paddle.nn.Layer):
     LOSS_FAMILY = "classification"
     #: what the loss averages over: "example", or "token" (length-grouped batches are then weighted by tokens)
     LOSS_PER = "example"
+    #: what :meth:`text_embedding` gives, in a few words (``/v1/embeddings``, docs/serving.md), or None: the model
+    #: embeds no text on its own (a cross-encoder reads two texts as one; a tagger gives a vector per token)
+    EMBEDDING = None
 
     @classmethod
     def check_config(cls, model_kwargs, known):
@@ -39,6 +42,11 @@ class TaskModel(paddle.nn.Layer):
 
     def input_spec(self):
         raise NotImplementedError(f"{type(self).__name__}.input_spec")
+
+    def text_embedding(self, input_ids):
+        """``[B, H]``: one vector per text of ``input_ids`` (``[B, T]``, each text alone, padded), for a model
+        whose :attr:`EMBEDDING` says what it is."""
+        raise NotImplementedError(f"{type(self).__name__} embeds no text on its own (EMBEDDING is None)")
 
 
 def forward_inputs(model, labels=True):
@@ -184,12 +192,15 @@ class PooledClassifier(TaskModel):
                                   train_size_known="train_size" in cls.MODEL_ARGS)
 
     def forward(self, input_ids, token_type_ids=None, labels=None):
-        sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)
-        logits = self.classifier(self.dropout(pool(sequence, pooled, mask, self.pooling)))
+        logits = self.classifier(self.dropout(self.text_embedding(input_ids, token_type_ids)))
         out = {"logits": logits}
         if labels is not None:
             out["loss"] = self.loss_fn(logits, labels)
         return out
+
+    def text_embedding(self, input_ids, token_type_ids=None):
+        sequence, pooled, mask = encode(self.encoder, input_ids, token_type_ids)
+        return pool(sequence, pooled, mask, self.pooling)
 
     def decode(self, outputs, batch):
         logits = outputs["logits"]

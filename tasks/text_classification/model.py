@@ -11,6 +11,7 @@ class ErnieFcClassification(PooledClassifier):
 
     READERS = ("text_classification",)
     MODEL_ARGS = ("encoder", "num_labels", "class_counts", "multi_label", "train_size")
+    EMBEDDING = "the pooled text vector the classifier reads (model.pooling)"
 
     @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,

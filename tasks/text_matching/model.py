@@ -40,9 +40,14 @@ class _Siamese(TaskModel):
         self.encoder = encoder
         self.pooling = pooling
 
+    EMBEDDING = "the pooled vector each text of a pair is encoded to alone (model.pooling)"
+
     def embed(self, input_ids):
         sequence, pooled, mask = encode(self.encoder, input_ids)
         return pool(sequence, pooled, mask, self.pooling)
+
+    def text_embedding(self, input_ids):
+        return self.embed(input_ids)
 
     def input_spec(self):
         return [paddle.static.InputSpec([None, None], "int64", "query_input_ids"),
@@ -151,6 +156,15 @@ class ErnieMatchingSiamesePairwise(_Siamese):
     def _embed(self, input_ids):
         emb = self.embed(input_ids)
         return F.normalize(emb, axis=-1) if self.similarity == "cosine" else emb
+
+    @property
+    def EMBEDDING(self):  # noqa: N802 - the TaskModel attribute, which here depends on model.similarity
+        scored = ("L2-normalised: a pair's score is the dot product (the cosine) of its two vectors"
+                  if self.similarity == "cosine" else "a pair's score is the dot product of its two vectors")
+        return f"the pooled vector of each text (model.pooling), {scored}"
+
+    def text_embedding(self, input_ids):
+        return self._embed(input_ids)
 
     def forward(self, query_input_ids, title_input_ids=None, positive_input_ids=None, negative_input_ids=None):
         if positive_input_ids is None:  # scoring pairs

@@ -18,6 +18,33 @@ function el(tag, attrs, ...children) {
 
 function chosen() { return models[$("model").value]; }
 
+// The API key, when the server needs one (docs/serving.md#api-keys): typed into the page, kept in this tab's
+// sessionStorage (gone when the tab closes; never in a cookie, the URL or localStorage) and sent as a Bearer header.
+const KEY = "appzoo_api_key";
+function authorized(headers) {
+  const key = sessionStorage.getItem(KEY);
+  return key ? {...headers, Authorization: `Bearer ${key}`} : headers;
+}
+
+function refused(response, answer) {
+  // a 401: say what to do, with the server's own line
+  if (response.status !== 401) return false;
+  $("key_box").open = true;
+  $("error").textContent = `${answer.error}. Enter the server's API key above and press "Use this key".`;
+  $("meta").textContent = "";
+  return true;
+}
+
+function useKey() {
+  const key = $("api_key").value.trim();
+  if (key) sessionStorage.setItem(KEY, key); else sessionStorage.removeItem(KEY);
+  $("api_key").value = "";
+  $("error").textContent = "";
+  $("model").replaceChildren();
+  models = {};
+  loadModels();
+}
+
 function showModel() {
   const m = chosen();
   if (!m) return;
@@ -31,7 +58,9 @@ function showModel() {
 }
 
 async function loadModels() {
-  const answer = await fetch("/models").then((r) => r.json());
+  const response = await fetch("/models", {headers: authorized({})});
+  const answer = await response.json();
+  if (refused(response, answer)) return;
   for (const m of answer.models) {
     models[m.name] = m;
     $("model").append(el("option", {value: m.name}, m.name));
@@ -139,8 +168,9 @@ async function submit(event) {
   const input = m.input === "pair" ? [$("text_a").value, $("text_b").value] : $("text_a").value;
   $("error").textContent = "";
   const response = await fetch(`/models/${encodeURIComponent(m.name)}/predict`, {
-    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({inputs: [input]})});
+    method: "POST", headers: authorized({"Content-Type": "application/json"}), body: JSON.stringify({inputs: [input]})});
   const answer = await response.json();
+  if (refused(response, answer)) { $("result").replaceChildren(); return; }
   if (!response.ok) { $("error").textContent = answer.error; $("result").replaceChildren(); return; }
   render(m, answer, input);
   document.body.dataset.answered = String(Number(document.body.dataset.answered || 0) + 1);
@@ -148,4 +178,5 @@ async function submit(event) {
 
 $("model").addEventListener("change", showModel);
 $("form").addEventListener("submit", submit);
+$("use_key").addEventListener("click", useKey);
 loadModels();

@@ -1,0 +1,121 @@
+"""API keys: with keys given, every request but liveness, readiness and the try-it page's own files must
+carry ``Authorization: Bearer KEY`` with one of them (docs/serving.md#api-keys).
+
+Keys come from ``--api-key``, the environment variable :data:`ENV` and ``serve.api_key_file`` (one key a
+line; blank lines and ``#`` comments skipped); every key given is accepted. Never from the param file's
+``serve`` section itself: a run saves its resolved config into its output folder. A request without a
+key, or with another key, is answered 401 with ``WWW-Authenticate: Bearer`` and one line, counted in
+``/metrics`` (``appzoo_unauthorized_requests_total``). No message, log line or answer holds a key.
+
+A key is compared by its SHA-256 digest with :func:`hmac.compare_digest`, against every key in turn with
+no early exit: the time taken says neither which key nor how much of one matched.
+"""
+import hashlib
+import hmac
+import json
+import os
+
+from appzoo.errors import ConfigError
+
+ENV = "APPZOO_API_KEY"
+#: what any client may fetch: liveness and readiness (probes carry no key), and the try-it page's files (they hold
+#: no data; the page asks for a key, which it then sends with its calls)
+OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/", "/static/page.js", "/static/page.css"})
+#: the metrics' route of a request refused for its key (appzoo/serve/metrics.py): never the path asked for
+UNAUTHORIZED = "unauthorized"
+SCOPE_KEY = "appzoo.refused_as"  # where the refusal leaves that route for the metrics' middleware
+
+
+def load_keys(key=None, key_file=None, environ=None):
+    """The keys a server accepts, as :func:`digest` s (an empty tuple: no key needed): ``key`` (``--api-key``),
+    the environment's :data:`ENV` and the lines of ``key_file``; ConfigError naming where a key is wrong, a key
+    file that cannot be read or holds none, never the key."""
+    environ = os.environ if environ is None else environ
+    keys = []
+    if key is not None:
+        keys.append(_checked(key, "--api-key"))
+    if ENV in environ:
+        keys.append(_checked(environ[ENV], ENV))
+    if key_file is not None:
+        keys.extend(_read_key_file(key_file))
+    return tuple(dict.fromkeys(digest(k) for k in keys))
+
+
+def _read_key_file(path):
+    where = f"serve.api_key_file: {path}"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist (a file of API keys, one a line)") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} is a folder, not a file of API keys") from None
+    except OSError as e:
+        raise ConfigError(f"{where} cannot be read ({e.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {e.start})") from None
+    keys = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keys.append(_checked(line, f"{where}: line {number}"))
+    if not keys:
+        raise ConfigError(f"{where} holds no key (one key a line; blank lines and # comments are skipped)")
+    return keys
+
+
+def _checked(key, where):
+    """``key`` unless it is empty or holds a character that is not visible ASCII (a header could not carry it
+    as typed); ConfigError naming ``where`` and the character's place, not the key."""
+    if not key:
+        raise ConfigError(f"{where}: an empty API key; give a key, or none to serve without keys")
+    for i, char in enumerate(key):
+        if not "!" <= char <= "~":
+            raise ConfigError(f"{where}: an API key is visible ASCII characters without spaces; character {i + 1} is "
+                              f"U+{ord(char):04X}")
+    return key
+
+
+def digest(key):
+    """What a key is compared by: its SHA-256 (equal lengths for :func:`hmac.compare_digest`)."""
+    return hashlib.sha256(key.encode("latin-1") if isinstance(key, str) else key).digest()
+
+
+def accepts(keys, given):
+    """Whether ``given`` (bytes) is one of ``keys`` (digests), in a time that depends on neither."""
+    seen = digest(given)
+    match = False
+    for key in keys:  # no early exit
+        match |= hmac.compare_digest(seen, key)
+    return match
+
+
+class RequireKey:
+    """ASGI middleware: a request to a path outside :data:`OPEN_PATHS` without one of ``keys`` is answered 401,
+    counted in ``metrics.unauthorized`` by reason (``missing``, ``wrong``)."""
+
+    def __init__(self, app, keys, metrics):
+        self.app, self.keys, self.metrics = app, tuple(keys), metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS:
+            return await self.app(scope, receive, send)
+        scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").strip().partition(b" ")
+        if scheme.lower() != b"bearer" or not given.strip():
+            reason, message = "missing", ("missing API key: this server needs the header 'Authorization: Bearer KEY'"
+                                          " on every route but /v2/health/live and /v2/health/ready")
+        elif not accepts(self.keys, given.strip()):
+            reason, message = "wrong", ("wrong API key: the key in 'Authorization: Bearer KEY' is not one of this "
+                                        "server's")
+        else:
+            return await self.app(scope, receive, send)
+        self.metrics.unauthorized.labels(reason).inc()
+        scope[SCOPE_KEY] = UNAUTHORIZED
+        body = json.dumps({"error": message}).encode("utf-8")
+        challenge = b'Bearer realm="appzoo"' + (b', error="invalid_token"' if reason == "wrong" else b"")
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", challenge)]})
+        await send({"type": "http.response.body", "body": body})
