@@ -3,13 +3,15 @@ codec in :mod:`appzoo.serve.v2`), a plain ``/predict`` answering the rows of ``p
 metrics and the try-it page.
 
 Every answer that is not a success is ``{"error": "<one line>"}`` with a 4xx
-(the request's fault) or a 5xx (503: not ready, or the queue is full, with
-``Retry-After``); a bad request never stops the server. The body is read
+(the request's fault; 429: the model's queue is full, with ``Retry-After``)
+or a 5xx (503: not ready, with ``Retry-After``; 504: no answer within the
+request's deadline); a bad request never stops the server. The body is read
 and checked here (size, content type, UTF-8, JSON, fields) rather than by
 FastAPI's models, so every message names the field and what is accepted.
 """
 import asyncio
 import json
+import math
 import os
 import threading
 import time
@@ -22,7 +24,8 @@ from starlette.requests import ClientDisconnect
 
 from appzoo.errors import UserError, first_line
 from appzoo.serve import v2
-from appzoo.serve.batcher import QueueFull
+from appzoo.serve import repository
+from appzoo.serve.batcher import DeadlineExceeded, QueueFull, Stopped
 from appzoo.serve.failure import Failure, clip
 from appzoo.serve.metrics import Metrics
 from appzoo.serve.models import ServedModel
@@ -37,6 +40,8 @@ PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self
                                            "form-action 'none'; frame-ancestors 'none'",
                 "X-Frame-Options": "DENY"}
 RETRY_AFTER = "1"  # seconds: a batch takes milliseconds to a second
+#: the header in which a client asks for less time than serve.max_request_timeout_s (seconds, a number > 0)
+TIMEOUT_HEADER = "X-Request-Timeout"
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 CLOSE = {"Connection": "close"}  # an answer sent before the body was read: the rest of it is not parsed
 
@@ -51,14 +56,20 @@ class Models:
         self.error = None  # the one line of a model that could not be loaded (with its folder: for stderr)
         self.ready = threading.Event()
         self.loader = None  # the thread that loads them (create_app's lifespan)
+        self.reloading = threading.Lock()  # one hot reload at a time (appzoo/serve/repository.py)
+
+    def build(self, name, best):
+        """Model ``name`` loaded from ``best`` and warmed up, its batcher counted in the metrics."""
+        refused = self.metrics.refused
+        model = ServedModel(name, best, self.config, self.threads, on_batch=self.metrics.batch_size.labels(name).observe,
+                            on_refused=lambda reason: refused.labels(name, reason).inc())
+        self.metrics.load_seconds.labels(name).set(model.load_seconds)
+        return model
 
     def load(self, on_error=None):
         try:
             for name, best in self.specs.items():
-                model = ServedModel(name, best, self.config, self.threads,
-                                    on_batch=self.metrics.batch_size.labels(name).observe)
-                self.metrics.load_seconds.labels(name).set(model.load_seconds)
-                self.loaded[name] = model
+                self.loaded[name] = self.build(name, best)
         except UserError as e:
             self.error = f"model {name!r} ({best}): {e}"
         except Exception as e:  # noqa: BLE001 - a broken model folder is the user's to fix; say which
@@ -118,6 +129,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True):
     _page_routes(app, models)
     _v2_routes(app, models, config)
     _plain_routes(app, models, config, metrics)
+    _repository_routes(app, models, config)
     return app
 
 
@@ -168,7 +180,7 @@ def _v2_routes(app, models, config):
     """KServe's V2 inference protocol: server and model metadata, health, infer (the codec: serve/v2.py)."""
     @app.get("/v2")
     def server_metadata():
-        return {"name": "appzoo", "version": _version(), "extensions": []}
+        return {"name": "appzoo", "version": _version(), "extensions": ["model_repository"]}
 
     @app.get("/v2/health/live")
     def live():
@@ -189,10 +201,10 @@ def _v2_routes(app, models, config):
 
     @app.post("/v2/models/{name}/infer")
     async def infer(name: str, request: Request):
-        model = models.get(name)
+        model, deadline = models.get(name), _deadline(request, config)
         body = await _read_json(request, config.max_body_bytes)
         request_id, inputs = v2.inputs(body, model)
-        rows, notes = await _predict(model, inputs)
+        rows, notes = await _predict(model, inputs, deadline)
         answer = {"model_name": name, "model_version": "1", "outputs": v2.outputs(rows, model)}
         if request_id is not None:
             answer["id"] = request_id
@@ -205,6 +217,7 @@ def _plain_routes(app, models, config, metrics):
     """``/predict`` (the rows predictions.jsonl would hold), ``/models/{name}/predict`` and ``/metrics``."""
     @app.post("/predict")
     async def predict(request: Request):
+        deadline = _deadline(request, config)
         body = await _read_json(request, config.max_body_bytes)
         name = body.get("model") if isinstance(body, dict) else None
         if name is None:
@@ -214,17 +227,29 @@ def _plain_routes(app, models, config, metrics):
             name = next(iter(models.specs))
         elif not isinstance(name, str):
             raise Failure(422, f"model: expected a model name (a string), got {clip(name)}")
-        return await _plain(models.get(name), body, ("inputs", "model"))
+        return await _plain(models.get(name), body, ("inputs", "model"), deadline)
 
     @app.post("/models/{name}/predict")
     async def predict_one(name: str, request: Request):
-        model = models.get(name)
-        return await _plain(model, await _read_json(request, config.max_body_bytes), ("inputs",))
+        model, deadline = models.get(name), _deadline(request, config)
+        return await _plain(model, await _read_json(request, config.max_body_bytes), ("inputs",), deadline)
 
     @app.get("/metrics")
     def prometheus():
         content, media_type = metrics.render(models.loaded)
         return Response(content, media_type=media_type)
+
+
+def _repository_routes(app, models, config):
+    """KServe's model repository extension: load a model's ``best/`` again, or another one, in place of the
+    one served (appzoo/serve/repository.py)."""
+    @app.post("/v2/repository/models/{name}/load")
+    async def load(name: str, request: Request):
+        models.check_name(name)
+        empty = request.headers.get("content-length", "0") == "0" and "transfer-encoding" not in request.headers
+        body = {} if empty else await _read_json(request, config.max_body_bytes)
+        best = repository.requested_best(body)
+        return await run_in_threadpool(repository.reload, models, name, best)
 
 
 def _version():
@@ -246,36 +271,70 @@ def _readiness(is_ready, error, name=None):
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
 
-async def _plain(model, body, accepted):
+async def _plain(model, body, accepted, deadline=None):
     """``{"model", "predictions": rows, "notes"?}`` for ``/predict``."""
     inputs = _field(body, "inputs", accepted)
-    rows, notes = await _predict(model, inputs)
+    rows, notes = await _predict(model, inputs, deadline)
     answer = {"model": model.name, "predictions": rows}
     if notes:
         answer["notes"] = notes
     return answer
 
 
-async def _predict(model, inputs):
-    """The rows of one request's inputs, batched with other requests'."""
+async def _predict(model, inputs, deadline=None):
+    """The rows of one request's inputs, batched with other requests', answered by ``deadline``
+    (:func:`_deadline`; None: whenever) or refused with 504."""
     if not inputs:
         raise Failure(422, "inputs: empty list; give at least one input")
     limit = model.config.max_request_inputs
     if len(inputs) > limit:
         raise Failure(422, f"inputs: {len(inputs)} inputs, more than max_request_inputs={limit} in one request; "
                            f"send them in several requests")
+    ends, timeout, source = deadline or (None, None, None)
     try:  # model.prepare refuses what no reader should see (appzoo.inference.predictor.check_inputs)
-        prepared, notes = await run_in_threadpool(model.prepare, inputs)
-        future = model.batcher.submit(prepared, len(prepared.examples))
-        return await asyncio.wrap_future(future), notes
+        with model.in_flight():
+            prepared, notes = await run_in_threadpool(model.prepare, inputs)
+            left = None if ends is None else ends - time.monotonic()
+            if left is not None and left <= 0:
+                raise DeadlineExceeded("prepared too late")
+            future = model.batcher.submit(prepared, len(prepared.examples), prepared.longest(), ends)
+            return await asyncio.wait_for(asyncio.wrap_future(future), left), notes
+    except Stopped:  # a reload replaced the model since this request took it: the new one answers
+        if model.replaced_by is None:
+            raise Failure(503, f"model {model.name!r} is stopping; retry on the next server",
+                          {"Retry-After": RETRY_AFTER}) from None
+        return await _predict(model.replaced_by, inputs, deadline)
     except UserError as e:
         raise Failure(422, str(e)) from None
     except QueueFull as e:
-        raise Failure(503, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
+        model.on_refused("queue_full")
+        raise Failure(429, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
             from None
+    except (DeadlineExceeded, asyncio.TimeoutError):  # dropped from the queue, or still under way: not waited for
+        model.on_refused("deadline")
+        raise Failure(504, f"model {model.name!r}: no answer within the request's timeout of {timeout:g} s "
+                           f"({source}); retry later, or allow more time") from None
     except Exception as e:  # noqa: BLE001 - a bug of ours: a 500 here keeps the connection (the app-level
         # handler's answer is followed by uvicorn closing it and logging a traceback)
         raise Failure(500, f"internal error: {type(e).__name__}: {first_line(e)}") from None
+
+
+def _deadline(request, config):
+    """``(monotonic deadline, timeout s, where it came from)`` of a request arriving now: the client's
+    :data:`TIMEOUT_HEADER`, capped at ``serve.max_request_timeout_s``; Failure 400 for a header that is not a
+    number of seconds > 0."""
+    timeout, source = config.max_request_timeout_s, "serve.max_request_timeout_s"
+    given = request.headers.get(TIMEOUT_HEADER)
+    if given is not None:
+        try:
+            asked = float(given)
+        except ValueError:
+            asked = math.nan
+        if not (math.isfinite(asked) and asked > 0):
+            raise Failure(400, f"{TIMEOUT_HEADER}: expected a number of seconds > 0, got {clip(given)}")
+        if asked < timeout:
+            timeout, source = asked, TIMEOUT_HEADER
+    return time.monotonic() + timeout, timeout, source
 
 
 def _field(body, name, accepted):
