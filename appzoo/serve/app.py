@@ -61,7 +61,8 @@ class Models:
     def build(self, name, best):
         """Model ``name`` loaded from ``best`` and warmed up, its batcher counted in the metrics."""
         refused = self.metrics.refused
-        model = ServedModel(name, best, self.config, self.threads, on_batch=self.metrics.batch_size.labels(name).observe,
+        model = ServedModel(name, best, self.config, self.threads,
+                            on_batch=self.metrics.batch_size.labels(name).observe,
                             on_refused=lambda reason: refused.labels(name, reason).inc())
         self.metrics.load_seconds.labels(name).set(model.load_seconds)
         return model
