@@ -9,7 +9,9 @@ speed does not depend on what it learned) three servers run in turn, each a
 subprocess on a free port of 127.0.0.1 with the serve section's default engine and
 precision (``--engine``, ``--precision`` to choose others) on every core:
 
-* ``batching``: ``python -m appzoo.serve``, max_batch_size 32, max_wait_ms 5;
+* ``batching``: ``python -m appzoo.serve``, max_batch_size 32, max_wait_ms 5 (the
+  adaptive batcher: an idle model runs a request at once; what gathers while it
+  is busy runs next, within max_batch_size and max_batch_tokens);
 * ``no batching``: the same with max_batch_size 1;
 * ``lock``: ``benchmarks/serve_baseline.py``, one Predictor behind one lock
   (as PaddleNLP's SimpleServer).
@@ -25,13 +27,21 @@ For the batching server, the mean batch size of each level comes from
 ``/metrics`` (``appzoo_batch_size`` sum over count, before and after the
 level), and one full batch of 32 texts is timed directly on a Predictor
 (median of 10, before any server starts), so that the target ``p99 <=
-max_wait_ms + 2 x one full batch`` can be checked.
+max_wait_ms + 2 x one full batch`` can be checked. The issue's gates are
+checked on each model: at 1 client batching QPS >= 0.95x no batching, at the
+most clients >= 2x. The encoder GFLOP/s of each appzoo level are the padded
+tokens it ran (``appzoo_batch_tokens`` of ``/metrics``) x the encoder's
+matrix FLOPs per token (2 x layers x (4 hidden^2 + 2 hidden x intermediate),
+from best/encoder/config.json; the attention scores' own FLOPs, under 2% at
+these lengths, left out) over the level's wall time, against the machine's
+fp32 peak (``benchmarks.record.fp32_peak_gflops``: an upper bound).
 
 The clients share the machine's cores with the server: the numbers are what
 one box serving itself gets, not what the server gets from remote clients.
 The CPU time other processes used during the run is reported with the table.
 Prints a markdown table and writes it into ``docs/serving.md``, below its marker line (not with
-``--quick``) and ``output/serve_bench/serve_load.json``.
+``--quick``), ``output/serve_bench/serve_load.json`` and (not with ``--quick``)
+``benchmarks/results/serve_load.json``.
 """
 import argparse
 import datetime
@@ -55,7 +65,7 @@ from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
 from appzoo.utils.files import write_json  # noqa: E402  (atomic)
 from appzoo.params.serve import ServeConfig  # noqa: E402  (light: no paddle)
-from benchmarks.record import PACKAGES, machine, machine_line, put_section  # noqa: E402
+from benchmarks.record import PACKAGES, fp32_peak_gflops, machine, machine_line, put_section  # noqa: E402
 
 WORK = os.path.join("output", "serve_bench")
 TRAIN = ["--set", "trainer.max_steps=20", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -79,6 +89,8 @@ SETTINGS = {
     "no batching": ("appzoo", 1),
     "lock": ("baseline", None),
 }
+#: the issue's gates: batching QPS against no batching at one client, and at the most clients
+GATE_ONE_CLIENT, GATE_MANY_CLIENTS = 0.95, 2.0
 READY_TIMEOUT_S = 600
 STOP_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 60
@@ -110,6 +122,15 @@ def read_texts(name):
     if len(texts) < FULL_BATCH:
         raise SystemExit(f"{name}: {path} has {len(texts)} texts in column {column}; {FULL_BATCH} at least needed")
     return texts
+
+
+def flops_per_token(best):
+    """The encoder's matrix FLOPs per token: 2 x layers x (4 hidden^2 (Q, K, V, output) + 2 hidden x
+    intermediate (the feed-forward)), from ``best``'s saved encoder config."""
+    with open(os.path.join(best, "encoder", "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    return 2 * layers * (4 * hidden * hidden + 2 * hidden * config["intermediate_size"])
 
 
 def time_batches(name, threads, engine, precision, repeats=10):
@@ -204,17 +225,19 @@ class Server:
             conn.close()
 
     def batch_sizes(self, model):
-        """``(sum, count)`` of the model's ``appzoo_batch_size`` histogram."""
+        """``(sum, count, padded tokens)`` of the model's ``appzoo_batch_size`` histogram and
+        ``appzoo_batch_tokens`` counter."""
         from prometheus_client.parser import text_string_to_metric_families
 
         _, text = self.request("GET", "/metrics")
         values = {}
         for family in text_string_to_metric_families(text.decode("utf-8")):
-            if family.name == "appzoo_batch_size":
+            if family.name in ("appzoo_batch_size", "appzoo_batch_tokens"):
                 for sample in family.samples:
                     if sample.labels.get("model") == model:
                         values[sample.name] = sample.value
-        return values.get("appzoo_batch_size_sum", 0.0), values.get("appzoo_batch_size_count", 0.0)
+        return (values.get("appzoo_batch_size_sum", 0.0), values.get("appzoo_batch_size_count", 0.0),
+                values.get("appzoo_batch_tokens_total", 0.0))
 
     def stop(self):
         """The exit code after SIGTERM (None: killed after STOP_TIMEOUT_S)."""
@@ -290,7 +313,7 @@ def percentile(values, p):
     return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
 
 
-def run_setting(model, best, setting, texts, levels, args, threads, full_batch_ms):
+def run_setting(model, best, setting, texts, levels, args, threads, full_batch_ms, flops):
     """The rows of one server: one per concurrency level."""
     log = os.path.join(WORK, "logs", f"{model}-{setting.replace(' ', '_')}.log")
     print(f"{model} / {setting}: starting (log {log})", flush=True)
@@ -316,6 +339,8 @@ def run_setting(model, best, setting, texts, levels, args, threads, full_batch_m
                 after = server.batch_sizes(model)
                 batches = after[1] - before[1]
                 row["mean_batch"] = (after[0] - before[0]) / batches if batches else None
+                row["padded_tokens"] = after[2] - before[2]
+                row["gflops"] = row["padded_tokens"] * flops / wall / 1e9 if wall else 0.0
             if setting == "batching" and latencies:
                 row["target_ms"] = MAX_WAIT_MS + 2 * full_batch_ms
                 row["target_met"] = row["p99_ms"] <= row["target_ms"]
@@ -374,14 +399,16 @@ def checkout():
 
 def table(rows):
     lines = ["| model | server | clients | ok | failed | QPS | p50 ms | p95 ms | p99 ms | mean batch | "
-             "p99 target ms | met |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "encoder GFLOP/s | p99 target ms | met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         mean_batch = "" if r.get("mean_batch") is None else f"{r['mean_batch']:.1f}"
         target = f"{r['target_ms']:.0f}" if "target_ms" in r else ""
+        gflops = f"{r['gflops']:.1f}" if "gflops" in r else ""
         met = "" if "target_met" not in r else ("yes" if r["target_met"] else "no")
         ms = [f"{r[k]:.1f}" if k in r else "-" for k in ("p50_ms", "p95_ms", "p99_ms")]
         lines.append(f"| {r['model']} | {r['setting']} | {r['concurrency']} | {r['ok']} | {r['failed']} | "
-                     f"{r['qps']:.1f} | {' | '.join(ms)} | {mean_batch} | {target} | {met} |")
+                     f"{r['qps']:.1f} | {' | '.join(ms)} | {mean_batch} | {gflops} | {target} | {met} |")
     return "\n".join(lines)
 
 
@@ -393,6 +420,33 @@ def ratios(rows, level):
         if qps.get("batching") and qps.get("no batching") and qps.get("lock"):
             out[model] = (qps["batching"] / qps["no batching"], qps["batching"] / qps["lock"])
     return out
+
+
+def gate_lines(rows, low, high, peak):
+    """One line per model: the issue's gates (QPS against no batching at ``low`` and ``high`` clients, the p99
+    target) and the encoder's GFLOP/s at ``high`` clients against the fp32 ``peak``; a missed gate says by how
+    much."""
+    def against(got, gate):
+        verdict = "met" if got >= gate else f"missed by {gate - got:.2f}x ({got / gate:.0%} of the gate)"
+        return f"{got:.2f}x (gate >= {gate:g}x: {verdict})"
+
+    lines = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        level = {(r["setting"], r["concurrency"]): r for r in rows if r["model"] == model}
+        if not all((s, c) in level for s in ("batching", "no batching") for c in (low, high)):
+            continue
+        qps = {c: level[("batching", c)]["qps"] / max(level[("no batching", c)]["qps"], 1e-9) for c in (low, high)}
+        targets = [r for r in rows if r["model"] == model and "target_met" in r]
+        line = (f"- **{model} gates**: at {low} client(s) batching gives {against(qps[low], GATE_ONE_CLIENT)} the "
+                f"QPS of no batching; at {high} clients {against(qps[high], GATE_MANY_CLIENTS)}; the p99 target is "
+                f"met at {sum(r['target_met'] for r in targets)} of {len(targets)} levels")
+        gflops = level[("batching", high)].get("gflops")
+        if gflops is not None:
+            line += f"; the encoder ran {gflops:.1f} GFLOP/s at {high} clients"
+            if peak:
+                line += f", {gflops / peak:.1%} of the machine's fp32 peak ({peak:.0f} GFLOP/s; gate >= 50%)"
+        lines.append(line + ".")
+    return lines
 
 
 #: docs/serving.md below this line is this script's (benchmarks.record.put_section rewrites it)
@@ -420,6 +474,11 @@ def report(result):
                      f"{times['full_batch_ms']:.1f} ms (one input: {times['one_input_ms']:.1f} ms), so the p99 "
                      f"target max_wait_ms + 2 x full batch is {MAX_WAIT_MS + 2 * times['full_batch_ms']:.0f} ms.")
     lines += ["", table(rows), ""]
+    lines += gate_lines(rows, min(result["concurrency"]), top, result["fp32_peak_gflops"])
+    if result["fp32_peak_gflops"]:
+        lines.append(f"- The fp32 peak, {result['fp32_peak_gflops']:.0f} GFLOP/s, is the usable cores x the reported "
+                     f"clock x 2 FLOPs x the vector lanes (by the avx512f/avx2 flags) x 2 FMA units a core "
+                     f"(assumed: /proc/cpuinfo does not say): an upper bound, shared here with the clients.")
     for model, (vs_none, vs_lock) in ratios(rows, top).items():
         lines.append(f"- {model}, {top} clients: batching gives {vs_none:.2f}x the QPS of no batching and "
                      f"{vs_lock:.2f}x that of the lock baseline.")
@@ -501,15 +560,17 @@ def main():
               f"{batch_times[model]['one_input_ms']:.1f} ms", flush=True)
         for setting in SETTINGS:
             setting_rows, pid = run_setting(model, bests[model], setting, texts[model], levels, args,
-                                            args.threads, batch_times[model]["full_batch_ms"])
+                                            args.threads, batch_times[model]["full_batch_ms"],
+                                            flops_per_token(bests[model]))
             own_pids.add(pid)
             rows += setting_rows
     duration = time.monotonic() - began
     busy = others_busy(before, cpu_seconds(), own_pids, duration)
 
     command = "python " + " ".join(["benchmarks/serve_load.py", *sys.argv[1:]])
+    info = machine(SERVE_PACKAGES, optional=())
     result = {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "checkout": source, "machine": machine(SERVE_PACKAGES, optional=()), "threads": args.threads,
+              "checkout": source, "machine": info, "fp32_peak_gflops": fp32_peak_gflops(info), "threads": args.threads,
               "engine": args.engine, "precision": args.precision, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
@@ -517,6 +578,8 @@ def main():
     text = report(result)
     print("\n" + text)
     write_json(os.path.join(WORK, "serve_load.json"), result)
+    if not args.quick:
+        write_json(os.path.join("benchmarks", "results", "serve_load.json"), result)
     if out:
         put_section(out, DOC_MARKER, text)
         print(f"written to {out}")

@@ -60,9 +60,14 @@ class Models:
 
     def build(self, name, best):
         """Model ``name`` loaded from ``best`` and warmed up, its batcher counted in the metrics."""
-        refused = self.metrics.refused
-        model = ServedModel(name, best, self.config, self.threads,
-                            on_batch=self.metrics.batch_size.labels(name).observe,
+        sizes, tokens, refused = (self.metrics.batch_size.labels(name), self.metrics.batch_tokens.labels(name),
+                                  self.metrics.refused)
+
+        def on_batch(size, padded):
+            sizes.observe(size)
+            tokens.inc(padded)
+
+        model = ServedModel(name, best, self.config, self.threads, on_batch=on_batch,
                             on_refused=lambda reason: refused.labels(name, reason).inc())
         self.metrics.load_seconds.labels(name).set(model.load_seconds)
         return model

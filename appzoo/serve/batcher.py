@@ -53,8 +53,8 @@ class MicroBatcher:
     order) over batches of queued jobs, on a thread of its own.
 
     When ``run_batch`` raises for a batch of several jobs, each job is run
-    again alone, so one bad request fails only itself. ``on_batch(size)``
-    is told the number of inputs of every batch run (for metrics).
+    again alone, so one bad request fails only itself. ``on_batch(size, tokens)``
+    is told the inputs and the padded tokens of every batch run (for metrics).
     ``max_batch_tokens`` None: no token budget.
     """
 
@@ -165,7 +165,7 @@ class MicroBatcher:
         if not jobs:
             return
         if self.on_batch is not None:
-            self.on_batch(sum(j.size for j in jobs))
+            self.on_batch(sum(j.size for j in jobs), padded_tokens(jobs))
         try:
             results = self.run_batch([j.payload for j in jobs])
         except Exception as error:  # noqa: BLE001 - handed to the callers, never lost

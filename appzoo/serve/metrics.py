@@ -26,6 +26,8 @@ class Metrics:
                                  ["route"], buckets=LATENCY_BUCKETS, registry=r)
         self.batch_size = Histogram("appzoo_batch_size", "inputs run together in one batch, by model", ["model"],
                                     buckets=BATCH_BUCKETS, registry=r)
+        self.batch_tokens = Counter("appzoo_batch_tokens", "padded tokens run (each batch's longest input's tokens x "
+                                    "its inputs: what the engine computed), by model", ["model"], registry=r)
         self.queue_depth = Gauge("appzoo_queue_depth", "requests waiting for a batch, by model", ["model"],
                                  registry=r)
         self.refused = Counter("appzoo_refused", "requests a model's batcher refused, by model and reason: "

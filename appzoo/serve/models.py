@@ -41,7 +41,7 @@ class ServedModel:
     """One model behind the server: loaded, warmed up, and batched."""
 
     def __init__(self, name, best, config, threads, on_batch=None, on_refused=None):
-        """``on_batch(size)``: told each batch's inputs; ``on_refused(reason)``: told each request the batcher
+        """``on_batch(size, tokens)``: told each batch's inputs and padded tokens; ``on_refused(reason)``: told each request the batcher
         refused (``queue_full``: 429, ``deadline``: 504), by the routes that answer it."""
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
