@@ -11,7 +11,6 @@ FastAPI's models, so every message names the field and what is accepted.
 """
 import asyncio
 import json
-import math
 import os
 import threading
 import time
@@ -24,7 +23,7 @@ from starlette.requests import ClientDisconnect
 
 from appzoo.errors import UserError, first_line
 from appzoo.serve import v2
-from appzoo.serve import repository
+from appzoo.serve import deadline as deadlines, repository
 from appzoo.serve.batcher import DeadlineExceeded, QueueFull, Stopped
 from appzoo.serve.failure import Failure, clip
 from appzoo.serve.metrics import Metrics
@@ -40,8 +39,6 @@ PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self
                                            "form-action 'none'; frame-ancestors 'none'",
                 "X-Frame-Options": "DENY"}
 RETRY_AFTER = "1"  # seconds: a batch takes milliseconds to a second
-#: the header in which a client asks for less time than serve.max_request_timeout_s (seconds, a number > 0)
-TIMEOUT_HEADER = "X-Request-Timeout"
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 CLOSE = {"Connection": "close"}  # an answer sent before the body was read: the rest of it is not parsed
 
@@ -207,7 +204,7 @@ def _v2_routes(app, models, config):
 
     @app.post("/v2/models/{name}/infer")
     async def infer(name: str, request: Request):
-        model, deadline = models.get(name), _deadline(request, config)
+        model, deadline = models.get(name), deadlines.of_request(request.headers, config)
         body = await _read_json(request, config.max_body_bytes)
         request_id, inputs = v2.inputs(body, model)
         rows, notes = await _predict(model, inputs, deadline)
@@ -223,7 +220,7 @@ def _plain_routes(app, models, config, metrics):
     """``/predict`` (the rows predictions.jsonl would hold), ``/models/{name}/predict`` and ``/metrics``."""
     @app.post("/predict")
     async def predict(request: Request):
-        deadline = _deadline(request, config)
+        deadline = deadlines.of_request(request.headers, config)
         body = await _read_json(request, config.max_body_bytes)
         name = body.get("model") if isinstance(body, dict) else None
         if name is None:
@@ -237,7 +234,7 @@ def _plain_routes(app, models, config, metrics):
 
     @app.post("/models/{name}/predict")
     async def predict_one(name: str, request: Request):
-        model, deadline = models.get(name), _deadline(request, config)
+        model, deadline = models.get(name), deadlines.of_request(request.headers, config)
         return await _plain(model, await _read_json(request, config.max_body_bytes), ("inputs",), deadline)
 
     @app.get("/metrics")
@@ -289,21 +286,21 @@ async def _plain(model, body, accepted, deadline=None):
 
 async def _predict(model, inputs, deadline=None):
     """The rows of one request's inputs, batched with other requests', answered by ``deadline``
-    (:func:`_deadline`; None: whenever) or refused with 504."""
+    (:class:`~appzoo.serve.deadline.Deadline`; None: whenever) or refused with 504."""
     if not inputs:
         raise Failure(422, "inputs: empty list; give at least one input")
     limit = model.config.max_request_inputs
     if len(inputs) > limit:
         raise Failure(422, f"inputs: {len(inputs)} inputs, more than max_request_inputs={limit} in one request; "
                            f"send them in several requests")
-    ends, timeout, source = deadline or (None, None, None)
     try:  # model.prepare refuses what no reader should see (appzoo.inference.predictor.check_inputs)
         with model.in_flight():
             prepared, notes = await run_in_threadpool(model.prepare, inputs)
-            left = None if ends is None else ends - time.monotonic()
+            left = None if deadline is None else deadline.left()
             if left is not None and left <= 0:
                 raise DeadlineExceeded("prepared too late")
-            future = model.batcher.submit(prepared, len(prepared.examples), prepared.longest(), ends)
+            future = model.batcher.submit(prepared, len(prepared.examples), prepared.longest(),
+                                          deadline and deadline.ends)
             return await asyncio.wait_for(asyncio.wrap_future(future), left), notes
     except Stopped:  # a reload replaced the model since this request took it: the new one answers
         if model.replaced_by is None:
@@ -318,29 +315,10 @@ async def _predict(model, inputs, deadline=None):
             from None
     except (DeadlineExceeded, asyncio.TimeoutError):  # dropped from the queue, or still under way: not waited for
         model.on_refused("deadline")
-        raise Failure(504, f"model {model.name!r}: no answer within the request's timeout of {timeout:g} s "
-                           f"({source}); retry later, or allow more time") from None
+        raise deadline.missed(model.name) from None
     except Exception as e:  # noqa: BLE001 - a bug of ours: a 500 here keeps the connection (the app-level
         # handler's answer is followed by uvicorn closing it and logging a traceback)
         raise Failure(500, f"internal error: {type(e).__name__}: {first_line(e)}") from None
-
-
-def _deadline(request, config):
-    """``(monotonic deadline, timeout s, where it came from)`` of a request arriving now: the client's
-    :data:`TIMEOUT_HEADER`, capped at ``serve.max_request_timeout_s``; Failure 400 for a header that is not a
-    number of seconds > 0."""
-    timeout, source = config.max_request_timeout_s, "serve.max_request_timeout_s"
-    given = request.headers.get(TIMEOUT_HEADER)
-    if given is not None:
-        try:
-            asked = float(given)
-        except ValueError:
-            asked = math.nan
-        if not (math.isfinite(asked) and asked > 0):
-            raise Failure(400, f"{TIMEOUT_HEADER}: expected a number of seconds > 0, got {clip(given)}")
-        if asked < timeout:
-            timeout, source = asked, TIMEOUT_HEADER
-    return time.monotonic() + timeout, timeout, source
 
 
 def _field(body, name, accepted):

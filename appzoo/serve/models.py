@@ -41,8 +41,9 @@ class ServedModel:
     """One model behind the server: loaded, warmed up, and batched."""
 
     def __init__(self, name, best, config, threads, on_batch=None, on_refused=None):
-        """``on_batch(size, tokens)``: told each batch's inputs and padded tokens; ``on_refused(reason)``: told each request the batcher
-        refused (``queue_full``: 429, ``deadline``: 504), by the routes that answer it."""
+        """``on_batch(size, tokens)``: told each batch's inputs and padded tokens; ``on_refused(reason)``:
+        told each request the batcher refused (``queue_full``: 429, ``deadline``: 504), by the routes that
+        answer it."""
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
         self.predictor = Predictor(best, spec=config.inference(threads), batch_size=config.max_batch_size)
