@@ -313,6 +313,36 @@ def percentile(values, p):
     return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
 
 
+def one_client_rounds(model, best, texts, args, threads, rounds, own_pids):
+    """The 1-client gate measured fairly on a machine whose load drifts: the batching and the no-batching
+    servers run side by side (each idle while the other is measured) and take turns, ``rounds`` rounds of
+    ``args.requests`` requests at 1 client each; ``{"batching": [QPS...], "no batching": [QPS...]}``."""
+    servers = {}
+    try:
+        for setting in ("batching", "no batching"):
+            log = os.path.join(WORK, "logs", f"{model}-{setting.replace(' ', '_')}-rounds.log")
+            servers[setting] = Server(model, best, setting, threads, log, args.engine, args.precision)
+            own_pids.add(servers[setting].process.pid)
+        qps = {setting: [] for setting in servers}
+        for server in servers.values():
+            server.wait_ready()
+            closed_loop(server.port, server.path, texts, 1, args.warmup, args.max_seconds)
+        for i in range(rounds):
+            for setting, server in servers.items():
+                latencies, failures, wall = closed_loop(server.port, server.path, texts, 1, args.requests,
+                                                        args.max_seconds, offset=i * 997)
+                if failures:
+                    raise SystemExit(f"{model} / {setting}: failures in the 1-client rounds: {failures}")
+                qps[setting].append(len(latencies) / wall)
+            print(f"  round {i + 1}: batching {qps['batching'][-1]:.1f} QPS, no batching "
+                  f"{qps['no batching'][-1]:.1f} QPS", flush=True)
+        return qps
+    finally:
+        for server in servers.values():
+            if server.process.poll() is None:
+                server.stop()
+
+
 def run_setting(model, best, setting, texts, levels, args, threads, full_batch_ms, flops):
     """The rows of one server: one per concurrency level."""
     log = os.path.join(WORK, "logs", f"{model}-{setting.replace(' ', '_')}.log")
@@ -475,6 +505,13 @@ def report(result):
                      f"target max_wait_ms + 2 x full batch is {MAX_WAIT_MS + 2 * times['full_batch_ms']:.0f} ms.")
     lines += ["", table(rows), ""]
     lines += gate_lines(rows, min(result["concurrency"]), top, result["fp32_peak_gflops"])
+    for model, qps in result.get("one_client_rounds", {}).items():
+        ratios_ = [b / n for b, n in zip(qps["batching"], qps["no batching"])]
+        lines.append(f"- **{model}, 1 client, side by side** ({len(ratios_)} rounds taking turns, {result['requests']} "
+                     f"requests each): batching / no batching QPS per round "
+                     f"{', '.join(f'{r:.2f}' for r in ratios_)}; median {statistics.median(ratios_):.2f}x "
+                     f"(gate >= {GATE_ONE_CLIENT:g}x: "
+                     f"{'met' if statistics.median(ratios_) >= GATE_ONE_CLIENT else 'missed'}).")
     if result["fp32_peak_gflops"]:
         lines.append(f"- The fp32 peak, {result['fp32_peak_gflops']:.0f} GFLOP/s, is the usable cores x the reported "
                      f"clock x 2 FLOPs x the vector lanes (by the avx512f/avx2 flags) x 2 FMA units a core "
@@ -526,6 +563,9 @@ def main():
     parser.add_argument("--engine", default=ServeConfig.engine, help=f"every server's engine (default {ServeConfig.engine})")
     parser.add_argument("--precision", default=ServeConfig.precision,
                         help=f"every server's precision (default {ServeConfig.precision})")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of the side-by-side 1-client check, batching against no batching (default 5; "
+                             "0: none)")
     parser.add_argument("--time-batches", metavar="MODEL", help=argparse.SUPPRESS)  # the child of measure_batches
     args = parser.parse_args()
     if args.time_batches:
@@ -553,7 +593,7 @@ def main():
     with open("/proc/loadavg", encoding="utf-8") as f:
         loadavg = " ".join(f.read().split()[:3])
     before, began = cpu_seconds(), time.monotonic()
-    batch_times, rows = {}, []
+    batch_times, rows, rounds = {}, [], {}
     for model in models:
         batch_times[model] = measure_batches(model, args.threads, args.engine, args.precision, own_pids)
         print(f"{model}: one full batch of {FULL_BATCH}: {batch_times[model]['full_batch_ms']:.1f} ms, one input "
@@ -564,6 +604,10 @@ def main():
                                             flops_per_token(bests[model]))
             own_pids.add(pid)
             rows += setting_rows
+        if args.rounds > 0:
+            print(f"{model}: batching and no batching side by side, 1 client, {args.rounds} rounds", flush=True)
+            rounds[model] = one_client_rounds(model, bests[model], texts[model], args, args.threads, args.rounds,
+                                              own_pids)
     duration = time.monotonic() - began
     busy = others_busy(before, cpu_seconds(), own_pids, duration)
 
@@ -574,7 +618,7 @@ def main():
               "engine": args.engine, "precision": args.precision, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
-              "batch_times": batch_times, "rows": rows}
+              "batch_times": batch_times, "rows": rows, "one_client_rounds": rounds}
     text = report(result)
     print("\n" + text)
     write_json(os.path.join(WORK, "serve_load.json"), result)
