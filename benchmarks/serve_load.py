@@ -65,6 +65,7 @@ from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
 from appzoo.utils.files import write_json  # noqa: E402  (atomic)
 from appzoo.params.serve import ServeConfig  # noqa: E402  (light: no paddle)
+from appzoo.serve.batcher import MicroBatcher  # noqa: E402  (light: no paddle)
 from benchmarks.record import PACKAGES, fp32_peak_gflops, machine, machine_line, put_section  # noqa: E402
 
 WORK = os.path.join("output", "serve_bench")
@@ -313,6 +314,24 @@ def percentile(values, p):
     return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
 
 
+def batcher_overhead(requests=3000, tokens=30):
+    """What the batcher itself adds to one client's request, with a model that does nothing: ``{max_batch_size:
+    (median, p99) microseconds}`` from submit to result, for 1 (no batching) and :data:`FULL_BATCH`, with the
+    server's defaults otherwise. Unlike a server's QPS, this does not drift with the machine's load."""
+    out = {}
+    for size in (1, FULL_BATCH):
+        batcher = MicroBatcher(lambda payloads: payloads, max_batch_size=size, max_wait_ms=MAX_WAIT_MS,
+                               max_queue=ServeConfig.max_queue, max_batch_tokens=ServeConfig.max_batch_tokens)
+        times = []
+        for i in range(requests):
+            started = time.perf_counter()
+            batcher.submit(i, 1, tokens).result(REQUEST_TIMEOUT_S)
+            times.append((time.perf_counter() - started) * 1e6)
+        batcher.stop(STOP_TIMEOUT_S)
+        out[size] = (statistics.median(times), percentile(times, 99))
+    return out
+
+
 def one_client_rounds(model, best, texts, args, threads, rounds, own_pids):
     """The 1-client gate measured fairly on a machine whose load drifts: the batching and the no-batching
     servers run side by side (each idle while the other is measured) and take turns, ``rounds`` rounds of
@@ -505,6 +524,12 @@ def report(result):
                      f"target max_wait_ms + 2 x full batch is {MAX_WAIT_MS + 2 * times['full_batch_ms']:.0f} ms.")
     lines += ["", table(rows), ""]
     lines += gate_lines(rows, min(result["concurrency"]), top, result["fp32_peak_gflops"])
+    overhead = result.get("batcher_overhead_us")
+    if overhead:
+        one, full = overhead["1"], overhead[str(FULL_BATCH)]
+        lines.append(f"- **The batcher's own cost at 1 client** (a model that does nothing, 3000 requests, submit to "
+                     f"result): max_batch_size {FULL_BATCH}: median {full[0]:.0f} us, p99 {full[1]:.0f} us; "
+                     f"max_batch_size 1: median {one[0]:.0f} us, p99 {one[1]:.0f} us.")
     for model, qps in result.get("one_client_rounds", {}).items():
         ratios_ = [b / n for b, n in zip(qps["batching"], qps["no batching"])]
         lines.append(f"- **{model}, 1 client, side by side** ({len(ratios_)} rounds taking turns, {result['requests']} "
@@ -593,6 +618,7 @@ def main():
     with open("/proc/loadavg", encoding="utf-8") as f:
         loadavg = " ".join(f.read().split()[:3])
     before, began = cpu_seconds(), time.monotonic()
+    overhead = {str(size): times for size, times in batcher_overhead().items()}
     batch_times, rows, rounds = {}, [], {}
     for model in models:
         batch_times[model] = measure_batches(model, args.threads, args.engine, args.precision, own_pids)
@@ -618,7 +644,8 @@ def main():
               "engine": args.engine, "precision": args.precision, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
-              "batch_times": batch_times, "rows": rows, "one_client_rounds": rounds}
+              "batch_times": batch_times, "rows": rows, "one_client_rounds": rounds,
+              "batcher_overhead_us": overhead}
     text = report(result)
     print("\n" + text)
     write_json(os.path.join(WORK, "serve_load.json"), result)
