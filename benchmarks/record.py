@@ -52,6 +52,18 @@ def machine(packages=PACKAGES, optional=OPTIONAL):
             "python": platform.python_version(), "versions": shown}
 
 
+def fp32_peak_gflops(info, fma_units=2):
+    """The fp32 peak, in GFLOP/s, of the machine ``info`` (:func:`machine`): its usable cores x its clock x the
+    FLOPs of a cycle (2 per fused multiply-add x 16 lanes with avx512f, 8 with avx2, 4 otherwise, x
+    ``fma_units``); None where the clock is not reported. An upper bound: /proc/cpuinfo does not say how many
+    FMA units a core has (server Xeons and EPYCs have two, some one) nor its turbo or AVX-512 clock, and a
+    VM's "cpu MHz" is the nominal clock."""
+    if not info.get("ghz"):
+        return None
+    lanes = 16 if "avx512f" in info["flags"] else 8 if "avx2" in info["flags"] else 4
+    return info["cores_usable"] * info["ghz"] * 2 * lanes * fma_units
+
+
 def machine_line(info):
     """One line for Markdown notes or a table cell: ``CPU, N cores (M usable), G GHz, flags ...; python X, package V``.
 

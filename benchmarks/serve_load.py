@@ -9,7 +9,9 @@ speed does not depend on what it learned) three servers run in turn, each a
 subprocess on a free port of 127.0.0.1 with the serve section's default engine and
 precision (``--engine``, ``--precision`` to choose others) on every core:
 
-* ``batching``: ``python -m appzoo.serve``, max_batch_size 32, max_wait_ms 5;
+* ``batching``: ``python -m appzoo.serve``, max_batch_size 32, max_wait_ms 5 (the
+  adaptive batcher: an idle model runs a request at once; what gathers while it
+  is busy runs next, within max_batch_size and max_batch_tokens);
 * ``no batching``: the same with max_batch_size 1;
 * ``lock``: ``benchmarks/serve_baseline.py``, one Predictor behind one lock
   (as PaddleNLP's SimpleServer).
@@ -25,13 +27,21 @@ For the batching server, the mean batch size of each level comes from
 ``/metrics`` (``appzoo_batch_size`` sum over count, before and after the
 level), and one full batch of 32 texts is timed directly on a Predictor
 (median of 10, before any server starts), so that the target ``p99 <=
-max_wait_ms + 2 x one full batch`` can be checked.
+max_wait_ms + 2 x one full batch`` can be checked. The issue's gates are
+checked on each model: at 1 client batching QPS >= 0.95x no batching, at the
+most clients >= 2x. The encoder GFLOP/s of each appzoo level are the padded
+tokens it ran (``appzoo_batch_tokens`` of ``/metrics``) x the encoder's
+matrix FLOPs per token (2 x layers x (4 hidden^2 + 2 hidden x intermediate),
+from best/encoder/config.json; the attention scores' own FLOPs, under 2% at
+these lengths, left out) over the level's wall time, against the machine's
+fp32 peak (``benchmarks.record.fp32_peak_gflops``: an upper bound).
 
 The clients share the machine's cores with the server: the numbers are what
 one box serving itself gets, not what the server gets from remote clients.
 The CPU time other processes used during the run is reported with the table.
 Prints a markdown table and writes it into ``docs/serving.md``, below its marker line (not with
-``--quick``) and ``output/serve_bench/serve_load.json``.
+``--quick``), ``output/serve_bench/serve_load.json`` and (not with ``--quick``)
+``benchmarks/results/serve_load.json``.
 """
 import argparse
 import datetime
@@ -55,7 +65,8 @@ from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.env import available_cores  # noqa: E402
 from appzoo.utils.files import write_json  # noqa: E402  (atomic)
 from appzoo.params.serve import ServeConfig  # noqa: E402  (light: no paddle)
-from benchmarks.record import PACKAGES, machine, machine_line, put_section  # noqa: E402
+from appzoo.serve.batcher import MicroBatcher  # noqa: E402  (light: no paddle)
+from benchmarks.record import PACKAGES, fp32_peak_gflops, machine, machine_line, put_section  # noqa: E402
 
 WORK = os.path.join("output", "serve_bench")
 TRAIN = ["--set", "trainer.max_steps=20", "--set", "trainer.progress_bar=false", "--set", "trainer.plots=false"]
@@ -79,6 +90,8 @@ SETTINGS = {
     "no batching": ("appzoo", 1),
     "lock": ("baseline", None),
 }
+#: the issue's gates: batching QPS against no batching at one client, and at the most clients
+GATE_ONE_CLIENT, GATE_MANY_CLIENTS = 0.95, 2.0
 READY_TIMEOUT_S = 600
 STOP_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 60
@@ -110,6 +123,15 @@ def read_texts(name):
     if len(texts) < FULL_BATCH:
         raise SystemExit(f"{name}: {path} has {len(texts)} texts in column {column}; {FULL_BATCH} at least needed")
     return texts
+
+
+def flops_per_token(best):
+    """The encoder's matrix FLOPs per token: 2 x layers x (4 hidden^2 (Q, K, V, output) + 2 hidden x
+    intermediate (the feed-forward)), from ``best``'s saved encoder config."""
+    with open(os.path.join(best, "encoder", "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    return 2 * layers * (4 * hidden * hidden + 2 * hidden * config["intermediate_size"])
 
 
 def time_batches(name, threads, engine, precision, repeats=10):
@@ -204,17 +226,19 @@ class Server:
             conn.close()
 
     def batch_sizes(self, model):
-        """``(sum, count)`` of the model's ``appzoo_batch_size`` histogram."""
+        """``(sum, count, padded tokens)`` of the model's ``appzoo_batch_size`` histogram and
+        ``appzoo_batch_tokens`` counter."""
         from prometheus_client.parser import text_string_to_metric_families
 
         _, text = self.request("GET", "/metrics")
         values = {}
         for family in text_string_to_metric_families(text.decode("utf-8")):
-            if family.name == "appzoo_batch_size":
+            if family.name in ("appzoo_batch_size", "appzoo_batch_tokens"):
                 for sample in family.samples:
                     if sample.labels.get("model") == model:
                         values[sample.name] = sample.value
-        return values.get("appzoo_batch_size_sum", 0.0), values.get("appzoo_batch_size_count", 0.0)
+        return (values.get("appzoo_batch_size_sum", 0.0), values.get("appzoo_batch_size_count", 0.0),
+                values.get("appzoo_batch_tokens_total", 0.0))
 
     def stop(self):
         """The exit code after SIGTERM (None: killed after STOP_TIMEOUT_S)."""
@@ -290,7 +314,55 @@ def percentile(values, p):
     return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
 
 
-def run_setting(model, best, setting, texts, levels, args, threads, full_batch_ms):
+def batcher_overhead(requests=3000, tokens=30):
+    """What the batcher itself adds to one client's request, with a model that does nothing: ``{max_batch_size:
+    (median, p99) microseconds}`` from submit to result, for 1 (no batching) and :data:`FULL_BATCH`, with the
+    server's defaults otherwise. Unlike a server's QPS, this does not drift with the machine's load."""
+    out = {}
+    for size in (1, FULL_BATCH):
+        batcher = MicroBatcher(lambda payloads: payloads, max_batch_size=size, max_wait_ms=MAX_WAIT_MS,
+                               max_queue=ServeConfig.max_queue, max_batch_tokens=ServeConfig.max_batch_tokens)
+        times = []
+        for i in range(requests):
+            started = time.perf_counter()
+            batcher.submit(i, 1, tokens).result(REQUEST_TIMEOUT_S)
+            times.append((time.perf_counter() - started) * 1e6)
+        batcher.stop(STOP_TIMEOUT_S)
+        out[size] = (statistics.median(times), percentile(times, 99))
+    return out
+
+
+def one_client_rounds(model, best, texts, args, threads, rounds, own_pids):
+    """The 1-client gate measured fairly on a machine whose load drifts: the batching and the no-batching
+    servers run side by side (each idle while the other is measured) and take turns, ``rounds`` rounds of
+    ``args.requests`` requests at 1 client each; ``{"batching": [QPS...], "no batching": [QPS...]}``."""
+    servers = {}
+    try:
+        for setting in ("batching", "no batching"):
+            log = os.path.join(WORK, "logs", f"{model}-{setting.replace(' ', '_')}-rounds.log")
+            servers[setting] = Server(model, best, setting, threads, log, args.engine, args.precision)
+            own_pids.add(servers[setting].process.pid)
+        qps = {setting: [] for setting in servers}
+        for server in servers.values():
+            server.wait_ready()
+            closed_loop(server.port, server.path, texts, 1, args.warmup, args.max_seconds)
+        for i in range(rounds):
+            for setting, server in servers.items():
+                latencies, failures, wall = closed_loop(server.port, server.path, texts, 1, args.requests,
+                                                        args.max_seconds, offset=i * 997)
+                if failures:
+                    raise SystemExit(f"{model} / {setting}: failures in the 1-client rounds: {failures}")
+                qps[setting].append(len(latencies) / wall)
+            print(f"  round {i + 1}: batching {qps['batching'][-1]:.1f} QPS, no batching "
+                  f"{qps['no batching'][-1]:.1f} QPS", flush=True)
+        return qps
+    finally:
+        for server in servers.values():
+            if server.process.poll() is None:
+                server.stop()
+
+
+def run_setting(model, best, setting, texts, levels, args, threads, full_batch_ms, flops):
     """The rows of one server: one per concurrency level."""
     log = os.path.join(WORK, "logs", f"{model}-{setting.replace(' ', '_')}.log")
     print(f"{model} / {setting}: starting (log {log})", flush=True)
@@ -316,6 +388,8 @@ def run_setting(model, best, setting, texts, levels, args, threads, full_batch_m
                 after = server.batch_sizes(model)
                 batches = after[1] - before[1]
                 row["mean_batch"] = (after[0] - before[0]) / batches if batches else None
+                row["padded_tokens"] = after[2] - before[2]
+                row["gflops"] = row["padded_tokens"] * flops / wall / 1e9 if wall else 0.0
             if setting == "batching" and latencies:
                 row["target_ms"] = MAX_WAIT_MS + 2 * full_batch_ms
                 row["target_met"] = row["p99_ms"] <= row["target_ms"]
@@ -374,14 +448,16 @@ def checkout():
 
 def table(rows):
     lines = ["| model | server | clients | ok | failed | QPS | p50 ms | p95 ms | p99 ms | mean batch | "
-             "p99 target ms | met |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "encoder GFLOP/s | p99 target ms | met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         mean_batch = "" if r.get("mean_batch") is None else f"{r['mean_batch']:.1f}"
         target = f"{r['target_ms']:.0f}" if "target_ms" in r else ""
+        gflops = f"{r['gflops']:.1f}" if "gflops" in r else ""
         met = "" if "target_met" not in r else ("yes" if r["target_met"] else "no")
         ms = [f"{r[k]:.1f}" if k in r else "-" for k in ("p50_ms", "p95_ms", "p99_ms")]
         lines.append(f"| {r['model']} | {r['setting']} | {r['concurrency']} | {r['ok']} | {r['failed']} | "
-                     f"{r['qps']:.1f} | {' | '.join(ms)} | {mean_batch} | {target} | {met} |")
+                     f"{r['qps']:.1f} | {' | '.join(ms)} | {mean_batch} | {gflops} | {target} | {met} |")
     return "\n".join(lines)
 
 
@@ -393,6 +469,33 @@ def ratios(rows, level):
         if qps.get("batching") and qps.get("no batching") and qps.get("lock"):
             out[model] = (qps["batching"] / qps["no batching"], qps["batching"] / qps["lock"])
     return out
+
+
+def gate_lines(rows, low, high, peak):
+    """One line per model: the issue's gates (QPS against no batching at ``low`` and ``high`` clients, the p99
+    target) and the encoder's GFLOP/s at ``high`` clients against the fp32 ``peak``; a missed gate says by how
+    much."""
+    def against(got, gate):
+        verdict = "met" if got >= gate else f"missed by {gate - got:.2f}x ({got / gate:.0%} of the gate)"
+        return f"{got:.2f}x (gate >= {gate:g}x: {verdict})"
+
+    lines = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        level = {(r["setting"], r["concurrency"]): r for r in rows if r["model"] == model}
+        if not all((s, c) in level for s in ("batching", "no batching") for c in (low, high)):
+            continue
+        qps = {c: level[("batching", c)]["qps"] / max(level[("no batching", c)]["qps"], 1e-9) for c in (low, high)}
+        targets = [r for r in rows if r["model"] == model and "target_met" in r]
+        line = (f"- **{model} gates**: at {low} client(s) batching gives {against(qps[low], GATE_ONE_CLIENT)} the "
+                f"QPS of no batching; at {high} clients {against(qps[high], GATE_MANY_CLIENTS)}; the p99 target is "
+                f"met at {sum(r['target_met'] for r in targets)} of {len(targets)} levels")
+        gflops = level[("batching", high)].get("gflops")
+        if gflops is not None:
+            line += f"; the encoder ran {gflops:.1f} GFLOP/s at {high} clients"
+            if peak:
+                line += f", {gflops / peak:.1%} of the machine's fp32 peak ({peak:.0f} GFLOP/s; gate >= 50%)"
+        lines.append(line + ".")
+    return lines
 
 
 #: docs/serving.md below this line is this script's (benchmarks.record.put_section rewrites it)
@@ -420,6 +523,24 @@ def report(result):
                      f"{times['full_batch_ms']:.1f} ms (one input: {times['one_input_ms']:.1f} ms), so the p99 "
                      f"target max_wait_ms + 2 x full batch is {MAX_WAIT_MS + 2 * times['full_batch_ms']:.0f} ms.")
     lines += ["", table(rows), ""]
+    lines += gate_lines(rows, min(result["concurrency"]), top, result["fp32_peak_gflops"])
+    overhead = result.get("batcher_overhead_us")
+    if overhead:
+        one, full = overhead["1"], overhead[str(FULL_BATCH)]
+        lines.append(f"- **The batcher's own cost at 1 client** (a model that does nothing, 3000 requests, submit to "
+                     f"result): max_batch_size {FULL_BATCH}: median {full[0]:.0f} us, p99 {full[1]:.0f} us; "
+                     f"max_batch_size 1: median {one[0]:.0f} us, p99 {one[1]:.0f} us.")
+    for model, qps in result.get("one_client_rounds", {}).items():
+        ratios_ = [b / n for b, n in zip(qps["batching"], qps["no batching"])]
+        lines.append(f"- **{model}, 1 client, side by side** ({len(ratios_)} rounds taking turns, {result['requests']} "
+                     f"requests each): batching / no batching QPS per round "
+                     f"{', '.join(f'{r:.2f}' for r in ratios_)}; median {statistics.median(ratios_):.2f}x "
+                     f"(gate >= {GATE_ONE_CLIENT:g}x: "
+                     f"{'met' if statistics.median(ratios_) >= GATE_ONE_CLIENT else 'missed'}).")
+    if result["fp32_peak_gflops"]:
+        lines.append(f"- The fp32 peak, {result['fp32_peak_gflops']:.0f} GFLOP/s, is the usable cores x the reported "
+                     f"clock x 2 FLOPs x the vector lanes (by the avx512f/avx2 flags) x 2 FMA units a core "
+                     f"(assumed: /proc/cpuinfo does not say): an upper bound, shared here with the clients.")
     for model, (vs_none, vs_lock) in ratios(rows, top).items():
         lines.append(f"- {model}, {top} clients: batching gives {vs_none:.2f}x the QPS of no batching and "
                      f"{vs_lock:.2f}x that of the lock baseline.")
@@ -467,6 +588,9 @@ def main():
     parser.add_argument("--engine", default=ServeConfig.engine, help=f"every server's engine (default {ServeConfig.engine})")
     parser.add_argument("--precision", default=ServeConfig.precision,
                         help=f"every server's precision (default {ServeConfig.precision})")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of the side-by-side 1-client check, batching against no batching (default 5; "
+                             "0: none)")
     parser.add_argument("--time-batches", metavar="MODEL", help=argparse.SUPPRESS)  # the child of measure_batches
     args = parser.parse_args()
     if args.time_batches:
@@ -494,29 +618,39 @@ def main():
     with open("/proc/loadavg", encoding="utf-8") as f:
         loadavg = " ".join(f.read().split()[:3])
     before, began = cpu_seconds(), time.monotonic()
-    batch_times, rows = {}, []
+    overhead = {str(size): times for size, times in batcher_overhead().items()}
+    batch_times, rows, rounds = {}, [], {}
     for model in models:
         batch_times[model] = measure_batches(model, args.threads, args.engine, args.precision, own_pids)
         print(f"{model}: one full batch of {FULL_BATCH}: {batch_times[model]['full_batch_ms']:.1f} ms, one input "
               f"{batch_times[model]['one_input_ms']:.1f} ms", flush=True)
         for setting in SETTINGS:
             setting_rows, pid = run_setting(model, bests[model], setting, texts[model], levels, args,
-                                            args.threads, batch_times[model]["full_batch_ms"])
+                                            args.threads, batch_times[model]["full_batch_ms"],
+                                            flops_per_token(bests[model]))
             own_pids.add(pid)
             rows += setting_rows
+        if args.rounds > 0:
+            print(f"{model}: batching and no batching side by side, 1 client, {args.rounds} rounds", flush=True)
+            rounds[model] = one_client_rounds(model, bests[model], texts[model], args, args.threads, args.rounds,
+                                              own_pids)
     duration = time.monotonic() - began
     busy = others_busy(before, cpu_seconds(), own_pids, duration)
 
     command = "python " + " ".join(["benchmarks/serve_load.py", *sys.argv[1:]])
+    info = machine(SERVE_PACKAGES, optional=())
     result = {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "checkout": source, "machine": machine(SERVE_PACKAGES, optional=()), "threads": args.threads,
+              "checkout": source, "machine": info, "fp32_peak_gflops": fp32_peak_gflops(info), "threads": args.threads,
               "engine": args.engine, "precision": args.precision, "requests": args.requests,
               "max_seconds": args.max_seconds, "warmup": args.warmup, "concurrency": levels,
               "duration_s": duration, "loadavg_before": loadavg, "other_processes": busy,
-              "batch_times": batch_times, "rows": rows}
+              "batch_times": batch_times, "rows": rows, "one_client_rounds": rounds,
+              "batcher_overhead_us": overhead}
     text = report(result)
     print("\n" + text)
     write_json(os.path.join(WORK, "serve_load.json"), result)
+    if not args.quick:
+        write_json(os.path.join("benchmarks", "results", "serve_load.json"), result)
     if out:
         put_section(out, DOC_MARKER, text)
         print(f"written to {out}")

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.record import FLAGS, machine, machine_line, put_section  # noqa: E402
+from benchmarks.record import FLAGS, fp32_peak_gflops, machine, machine_line, put_section  # noqa: E402
 
 MARKER = "<!-- written by benchmarks/x.py: everything below this line -->"
 BOOK = ("# Results\n\nIntro.\n\n## A\n\nkept A\n\n"
@@ -72,6 +72,14 @@ def test_machine_reports_cores_flags_and_the_versions_asked_for():
     assert info["ghz"] is None or info["ghz"] > 0
     assert info["versions"]["paddlepaddle"] and info["versions"]["no-such-package-xyz"] is None
     assert "no-such-optional-xyz" not in info["versions"], "an optional package only when installed"
+
+
+def test_the_fp32_peak_is_cores_x_clock_x_fma_flops_by_the_widest_vector_flag():
+    info = {"cores_usable": 2, "ghz": 2.6, "flags": ["avx2", "avx512f"]}
+    assert fp32_peak_gflops(info) == pytest.approx(2 * 2.6 * 2 * 16 * 2)  # 332.8: 16 fp32 lanes, 2 FMA units
+    assert fp32_peak_gflops({**info, "flags": ["avx2"]}) == pytest.approx(2 * 2.6 * 2 * 8 * 2)
+    assert fp32_peak_gflops({**info, "flags": []}, fma_units=1) == pytest.approx(2 * 2.6 * 2 * 4)
+    assert fp32_peak_gflops({**info, "ghz": None}) is None
 
 
 def test_machine_line_formats_a_capture_and_a_sweep_summary_environment():

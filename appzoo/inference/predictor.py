@@ -60,6 +60,10 @@ class Prepared:
     features: list
     cut: list
 
+    def longest(self):
+        """Tokens of the longest feature (its ``*input_ids``): the length a batch holding it is padded to."""
+        return max((len(v) for f in self.features for k, v in f.items() if k.endswith("input_ids")), default=0)
+
 
 class Predictor:
     """A trained model that takes raw inputs: texts (classification), token

@@ -26,12 +26,20 @@ class ServeConfig:
     quantization: Quantization = "dynamic"
     calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
     max_batch_size: Annotated[int, Key(
-        "inputs a model runs together at most: a batch runs when this many wait, or when the oldest request "
-        "has waited max_wait_ms (1: no batching across requests)", ge=1)] = 32
-    max_wait_ms: Annotated[float, Key("how long the oldest waiting request waits for others to fill a batch",
-                                      ge=0)] = 5.0
-    max_queue: Annotated[int, Key("requests waiting per model at most; one more is answered 503 with "
+        "inputs a model runs together at most. An idle model runs a request at once; while it is busy, requests "
+        "gather and the next batch takes what waits, shortest first, up to this and max_batch_tokens (1: no "
+        "batching across requests)", ge=1)] = 32
+    max_batch_tokens: Annotated[int, Key(
+        "padded tokens a batch holds at most (its longest input's tokens x its inputs: what a batch costs); a "
+        "request over it runs alone", ge=1)] = 8192
+    max_wait_ms: Annotated[float, Key(
+        "when half a batch or more waits, how long the oldest request may wait for others to fill the batch (0: "
+        "never wait; an idle model never waits)", ge=0)] = 5.0
+    max_queue: Annotated[int, Key("requests waiting per model at most; one more is answered 429 with "
                                   "Retry-After", ge=1)] = 256
+    max_request_timeout_s: Annotated[float, Key(
+        "a request not answered within this long is answered 504 (dropped from the queue if still there); a "
+        "client may ask for less with the header X-Request-Timeout (seconds)", gt=0)] = 60.0
     max_body_bytes: Annotated[int, Key("largest request body accepted (larger: 413)", ge=1)] = 1_048_576
     max_request_inputs: Annotated[int, Key(
         "inputs one request may hold (more: 422); bounds how long one request can hold a model's batches",

@@ -3,8 +3,9 @@ codec in :mod:`appzoo.serve.v2`), a plain ``/predict`` answering the rows of ``p
 ``/v1/embeddings`` (its codec in :mod:`appzoo.serve.embeddings`), Prometheus metrics and the try-it page.
 
 Every answer that is not a success is ``{"error": "<one line>"}`` with a 4xx
-(the request's fault) or a 5xx (503: not ready, or the queue is full, with
-``Retry-After``); a bad request never stops the server. The body is read
+(the request's fault; 429: the model's queue is full, with ``Retry-After``)
+or a 5xx (503: not ready, with ``Retry-After``; 504: no answer within the
+request's deadline); a bad request never stops the server. The body is read
 and checked here (size, content type, UTF-8, JSON, fields) rather than by
 FastAPI's models, so every message names the field and what is accepted.
 """
@@ -22,7 +23,8 @@ from starlette.requests import ClientDisconnect
 
 from appzoo.errors import UserError, first_line
 from appzoo.serve import auth, embeddings, v2
-from appzoo.serve.batcher import QueueFull
+from appzoo.serve import deadline as deadlines, repository
+from appzoo.serve.batcher import DeadlineExceeded, QueueFull, Stopped
 from appzoo.serve.failure import Failure, clip
 from appzoo.serve.metrics import Metrics
 from appzoo.serve.models import ServedModel
@@ -51,14 +53,26 @@ class Models:
         self.error = None  # the one line of a model that could not be loaded (with its folder: for stderr)
         self.ready = threading.Event()
         self.loader = None  # the thread that loads them (create_app's lifespan)
+        self.reloading = threading.Lock()  # one hot reload at a time (appzoo/serve/repository.py)
+
+    def build(self, name, best):
+        """Model ``name`` loaded from ``best`` and warmed up, its batcher counted in the metrics."""
+        sizes, tokens, refused = (self.metrics.batch_size.labels(name), self.metrics.batch_tokens.labels(name),
+                                  self.metrics.refused)
+
+        def on_batch(size, padded):
+            sizes.observe(size)
+            tokens.inc(padded)
+
+        model = ServedModel(name, best, self.config, self.threads, on_batch=on_batch,
+                            on_refused=lambda reason: refused.labels(name, reason).inc())
+        self.metrics.load_seconds.labels(name).set(model.load_seconds)
+        return model
 
     def load(self, on_error=None):
         try:
             for name, best in self.specs.items():
-                model = ServedModel(name, best, self.config, self.threads,
-                                    on_batch=self.metrics.batch_size.labels(name).observe)
-                self.metrics.load_seconds.labels(name).set(model.load_seconds)
-                self.loaded[name] = model
+                self.loaded[name] = self.build(name, best)
         except UserError as e:
             self.error = f"model {name!r} ({best}): {e}"
         except Exception as e:  # noqa: BLE001 - a broken model folder is the user's to fix; say which
@@ -121,6 +135,7 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True, api_key
     _v2_routes(app, models, config)
     _plain_routes(app, models, config, metrics)
     _openai_routes(app, models, config)
+    _repository_routes(app, models, config)
     return app
 
 
@@ -171,7 +186,7 @@ def _v2_routes(app, models, config):
     """KServe's V2 inference protocol: server and model metadata, health, infer (the codec: serve/v2.py)."""
     @app.get("/v2")
     def server_metadata():
-        return {"name": "appzoo", "version": _version(), "extensions": []}
+        return {"name": "appzoo", "version": _version(), "extensions": ["model_repository"]}
 
     @app.get("/v2/health/live")
     def live():
@@ -192,10 +207,10 @@ def _v2_routes(app, models, config):
 
     @app.post("/v2/models/{name}/infer")
     async def infer(name: str, request: Request):
-        model = models.get(name)
+        model, deadline = models.get(name), deadlines.of_request(request.headers, config)
         body = await _read_json(request, config.max_body_bytes)
         request_id, inputs = v2.inputs(body, model)
-        rows, notes = await _predict(model, inputs)
+        rows, notes = await _predict(model, inputs, deadline)
         answer = {"model_name": name, "model_version": "1", "outputs": v2.outputs(rows, model)}
         if request_id is not None:
             answer["id"] = request_id
@@ -208,6 +223,7 @@ def _plain_routes(app, models, config, metrics):
     """``/predict`` (the rows predictions.jsonl would hold), ``/models/{name}/predict`` and ``/metrics``."""
     @app.post("/predict")
     async def predict(request: Request):
+        deadline = deadlines.of_request(request.headers, config)
         body = await _read_json(request, config.max_body_bytes)
         name = body.get("model") if isinstance(body, dict) else None
         if name is None:
@@ -217,12 +233,12 @@ def _plain_routes(app, models, config, metrics):
             name = next(iter(models.specs))
         elif not isinstance(name, str):
             raise Failure(422, f"model: expected a model name (a string), got {clip(name)}")
-        return await _plain(models.get(name), body, ("inputs", "model"))
+        return await _plain(models.get(name), body, ("inputs", "model"), deadline)
 
     @app.post("/models/{name}/predict")
     async def predict_one(name: str, request: Request):
-        model = models.get(name)
-        return await _plain(model, await _read_json(request, config.max_body_bytes), ("inputs",))
+        model, deadline = models.get(name), deadlines.of_request(request.headers, config)
+        return await _plain(model, await _read_json(request, config.max_body_bytes), ("inputs",), deadline)
 
     @app.get("/metrics")
     def prometheus():
@@ -244,15 +260,29 @@ def _openai_routes(app, models, config):
             raise Failure(422, f"input: {len(texts)} texts, more than max_request_inputs="
                                f"{model.config.max_request_inputs} in one request; send them in several requests")
         try:
-            embedded, notes = await run_in_threadpool(model.embed, texts)
+            with model.in_flight():  # a reload retires this model once its requests are answered
+                embedded, notes = await run_in_threadpool(model.embed, texts)
         except UserError as e:
             raise Failure(422, str(e)) from None
         except QueueFull as e:
+            model.on_refused("queue_full")
             raise Failure(429, f"model {name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) from None
         answer = embeddings.answer(name, embedded, encoding)
         if notes:
             answer["notes"] = notes
         return JSONResponse(answer)  # not FastAPI's encoder, which would walk every float of every vector
+
+
+def _repository_routes(app, models, config):
+    """KServe's model repository extension: load a model's ``best/`` again, or another one, in place of the
+    one served (appzoo/serve/repository.py)."""
+    @app.post("/v2/repository/models/{name}/load")
+    async def load(name: str, request: Request):
+        models.check_name(name)
+        empty = request.headers.get("content-length", "0") == "0" and "transfer-encoding" not in request.headers
+        body = {} if empty else await _read_json(request, config.max_body_bytes)
+        best = repository.requested_best(body)
+        return await run_in_threadpool(repository.reload, models, name, best)
 
 
 def _version():
@@ -274,18 +304,19 @@ def _readiness(is_ready, error, name=None):
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
 
-async def _plain(model, body, accepted):
+async def _plain(model, body, accepted, deadline=None):
     """``{"model", "predictions": rows, "notes"?}`` for ``/predict``."""
     inputs = _field(body, "inputs", accepted)
-    rows, notes = await _predict(model, inputs)
+    rows, notes = await _predict(model, inputs, deadline)
     answer = {"model": model.name, "predictions": rows}
     if notes:
         answer["notes"] = notes
     return answer
 
 
-async def _predict(model, inputs):
-    """The rows of one request's inputs, batched with other requests'."""
+async def _predict(model, inputs, deadline=None):
+    """The rows of one request's inputs, batched with other requests', answered by ``deadline``
+    (:class:`~appzoo.serve.deadline.Deadline`; None: whenever) or refused with 504."""
     if not inputs:
         raise Failure(422, "inputs: empty list; give at least one input")
     limit = model.config.max_request_inputs
@@ -293,14 +324,28 @@ async def _predict(model, inputs):
         raise Failure(422, f"inputs: {len(inputs)} inputs, more than max_request_inputs={limit} in one request; "
                            f"send them in several requests")
     try:  # model.prepare refuses what no reader should see (appzoo.inference.predictor.check_inputs)
-        prepared, notes = await run_in_threadpool(model.prepare, inputs)
-        future = model.batcher.submit(prepared, len(prepared.examples))
-        return await asyncio.wrap_future(future), notes
+        with model.in_flight():
+            prepared, notes = await run_in_threadpool(model.prepare, inputs)
+            left = None if deadline is None else deadline.left()
+            if left is not None and left <= 0:
+                raise DeadlineExceeded("prepared too late")
+            future = model.batcher.submit(prepared, len(prepared.examples), prepared.longest(),
+                                          deadline and deadline.ends)
+            return await asyncio.wait_for(asyncio.wrap_future(future), left), notes
+    except Stopped:  # a reload replaced the model since this request took it: the new one answers
+        if model.replaced_by is None:
+            raise Failure(503, f"model {model.name!r} is stopping; retry on the next server",
+                          {"Retry-After": RETRY_AFTER}) from None
+        return await _predict(model.replaced_by, inputs, deadline)
     except UserError as e:
         raise Failure(422, str(e)) from None
     except QueueFull as e:
-        raise Failure(503, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
+        model.on_refused("queue_full")
+        raise Failure(429, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
             from None
+    except (DeadlineExceeded, asyncio.TimeoutError):  # dropped from the queue, or still under way: not waited for
+        model.on_refused("deadline")
+        raise deadline.missed(model.name) from None
     except Exception as e:  # noqa: BLE001 - a bug of ours: a 500 here keeps the connection (the app-level
         # handler's answer is followed by uvicorn closing it and logging a traceback)
         raise Failure(500, f"internal error: {type(e).__name__}: {first_line(e)}") from None

@@ -27,8 +27,15 @@ class Metrics:
                                  ["route"], buckets=LATENCY_BUCKETS, registry=r)
         self.batch_size = Histogram("appzoo_batch_size", "inputs run together in one batch, by model", ["model"],
                                     buckets=BATCH_BUCKETS, registry=r)
+        self.batch_tokens = Counter("appzoo_batch_tokens", "padded tokens run (each batch's longest input's tokens x "
+                                    "its inputs: what the engine computed), by model", ["model"], registry=r)
         self.queue_depth = Gauge("appzoo_queue_depth", "requests waiting for a batch, by model", ["model"],
                                  registry=r)
+        self.refused = Counter("appzoo_refused", "requests a model's batcher refused, by model and reason: "
+                               "queue_full (answered 429), deadline (answered 504: no answer within the request's "
+                               "timeout)", ["model", "reason"], registry=r)
+        self.reloads = Counter("appzoo_reloads", "hot reloads of a model (POST /v2/repository/models/{name}/load or "
+                               "SIGHUP), by model and outcome (ok, failed)", ["model", "outcome"], registry=r)
         self.load_seconds = Gauge("appzoo_model_load_seconds", "time to load and warm up each model", ["model"],
                                   registry=r)
         self.unknown_pieces = Gauge("appzoo_unknown_pieces", "pieces outside a pruned vocabulary "

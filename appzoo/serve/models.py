@@ -2,6 +2,7 @@
 with a micro-batcher and the serving shape its reader declares
 (:mod:`appzoo.task.serving`), from which the try-it page and the KServe V2
 routes take its inputs and outputs."""
+import contextlib
 import os
 import threading
 import time
@@ -39,7 +40,10 @@ def parse_models(specs, key_path="models"):
 class ServedModel:
     """One model behind the server: loaded, warmed up, and batched."""
 
-    def __init__(self, name, best, config, threads, on_batch=None):
+    def __init__(self, name, best, config, threads, on_batch=None, on_refused=None):
+        """``on_batch(size, tokens)``: told each batch's inputs and padded tokens; ``on_refused(reason)``:
+        told each request the batcher refused (``queue_full``: 429, ``deadline``: 504), by the routes that
+        answer it."""
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
         self.predictor = Predictor(best, spec=config.inference(threads), batch_size=config.max_batch_size)
@@ -52,8 +56,11 @@ class ServedModel:
             self.predictor.tokenizer.unknown_pieces = 0  # /metrics counts the requests' pieces, not the warm-up's
         self.load_seconds = time.monotonic() - started
         self.batcher = MicroBatcher(self.predictor.predict_prepared, max_batch_size=config.max_batch_size,
-                                    max_wait_ms=config.max_wait_ms, max_queue=config.max_queue,
-                                    on_batch=on_batch, name=f"batcher-{name}")
+                                    max_batch_tokens=config.max_batch_tokens, max_wait_ms=config.max_wait_ms,
+                                    max_queue=config.max_queue, on_batch=on_batch, name=f"batcher-{name}")
+        self.on_refused = on_refused or (lambda reason: None)
+        self.replaced_by = None  # the model a reload put in this one's place (appzoo/serve/repository.py)
+        self._requests, self._idle = 0, threading.Condition()
 
     def _declared_serving(self):
         """The reader's serving shape, checked against its prediction rows of the warm-up input (a
@@ -136,6 +143,28 @@ class ServedModel:
             notes.append(f"input {i}: cut at max_seq_len={self.predictor.max_seq_len} tokens; the rest of it was "
                          f"not read")
         return embedded, notes
+
+    @contextlib.contextmanager
+    def in_flight(self):
+        """Count a request from its preparation to its answer, so that a reload retires this model only once
+        none is under way (:meth:`retire`)."""
+        with self._idle:
+            self._requests += 1
+        try:
+            yield self
+        finally:
+            with self._idle:
+                self._requests -= 1
+                self._idle.notify_all()
+
+    def retire(self, timeout):
+        """Once replaced: wait up to ``timeout`` s for the requests under way on this model, then run what is
+        queued and stop its batcher; True when all of it ended in time."""
+        ends = time.monotonic() + timeout
+        with self._idle:
+            while self._requests and self._idle.wait(max(0.0, ends - time.monotonic())):
+                pass
+        return self.stop(max(0.0, ends - time.monotonic()))
 
     def stop(self, timeout=None):
         return self.batcher.stop(timeout)

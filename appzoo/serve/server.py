@@ -8,15 +8,20 @@ second Ctrl-C stops at once: 130. 2 for what the user can fix, each one
 line on stderr: an address or port that cannot be had, a missing or corrupt
 ``best/``, an engine that is not installed, more threads than cores, more
 connections than file descriptors.
+
+SIGHUP reloads every model from its folder (:mod:`appzoo.serve.repository`),
+one line each on stderr; a model that fails to load serves on as it was.
 """
 import errno
 import os
 import signal
 import socket
 import sys
+import threading
 
 from appzoo.errors import ConfigError
 from appzoo.serve.protocol import protocol_class
+from appzoo.serve.repository import reload_all
 
 #: file descriptors kept for what is not a connection: the listening socket, model and log files, the
 #: engines' own, a restart's export
@@ -76,6 +81,7 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
     stops = []
     previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM)}  # uvicorn raises a caught signal again at its end
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: _reload_in_background(app))
     if ready_message:
         print(f"serving {', '.join(specs)} on http://{_url_host(host)}:{port}/ (loading; ready when "
               f"/v2/health/ready answers 200){_keys_note(api_keys)}", file=sys.stderr, flush=True)
@@ -94,6 +100,12 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
         return _leave_loading(app.state.models.loader, 0, 128 + signal.SIGINT)
     print("stopped: every request in flight was answered" if stops else "stopped", file=sys.stderr)
     return _leave_loading(app.state.models.loader, config.drain_timeout_s, 0)
+
+
+def _reload_in_background(app):
+    """SIGHUP: reload on a thread of its own (the signal interrupts the event loop's thread, which must go on
+    answering; a reload takes seconds)."""
+    threading.Thread(target=reload_all, args=(app.state.models,), name="reload", daemon=True).start()
 
 
 def _leave_loading(loader, timeout, code):
