@@ -136,7 +136,7 @@ def _mistakes(record):
             lines.append("")
     if not shown:
         lines += ["No confusions listed (no mistakes, or a task whose reader lists none).", ""]
-    return lines + ["Each mistake: errors.md, report.html and predictions/<split>.jsonl.", ""]
+    return lines + ["Each mistake: errors.md, report.html and `predictions/<split>.jsonl`.", ""]
 
 
 def _limitations(record):

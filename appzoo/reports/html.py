@@ -121,13 +121,13 @@ def write(output_dir, metrics, labels, mistakes=None):
              for line in (metrics.get(split) or {}).get("class_warnings", [])]
     body += ['<div class="top"><div>', *_metrics_table(metrics), "</div>",
              image(os.path.join(plots, "training_curve.png"), "training curve"), "</div>"]
+    body += _card_section(RunFolder(output_dir))
     body.append('<div class="splits">')
     for split in SPLITS:
         if split in metrics:
             body += ["<section>", *_split_section(split, metrics[split], labels, plots), "</section>"]
     body.append("</div>")
     body += _mistakes_section(mistakes or {})
-    body += _card_section(RunFolder(output_dir))
     write_text(RunFolder(output_dir).report_html, page(f"Run report: {name}", body))
 
 

@@ -6,8 +6,10 @@ Nothing here knows a task: the inputs follow from the declared input kind,
 each output's datatype and shape from its field kind (:data:`OUTPUT_CODEC`).
 """
 import json
+import os
 
 from appzoo.serve.failure import Failure, clip
+from appzoo.store.archive import RunFolder
 
 #: an input kind -> the names of its V2 input tensors (each BYTES, one text per input)
 V2_INPUTS = {"text": ["text"], "text_or_tokens": ["text"], "pair": ["text_a", "text_b"]}
@@ -33,7 +35,18 @@ def metadata(model):
     listed = [{"name": name, "datatype": datatype, "shape": shape} for name, datatype, shape in output_shapes(model)]
     return {"name": model.name, "versions": ["1"], "platform": "paddle",
             "inputs": [{"name": n, "datatype": "BYTES", "shape": [-1]} for n in V2_INPUTS[model.input_kind]],
-            "outputs": listed, "parameters": {"task": model.task, "labels": model.predictor.labels}}
+            "outputs": listed, "parameters": {"task": model.task, "labels": model.predictor.labels},
+            "model_card": model_card(model.best)}
+
+
+def model_card(best):
+    """The Markdown of the model card of the run that ``best`` sits in (its MODEL_CARD.md, beside best/), or
+    None: a run of an older version, or a best/ copied without its run."""
+    path = RunFolder.of_best(best).model_card
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def outputs(rows, model):
