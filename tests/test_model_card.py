@@ -91,11 +91,16 @@ def test_the_server_shows_the_card_and_report_html_links_and_holds_it(run, tmp_p
 
     out, _, _ = run
     card = read(os.path.join(out, "MODEL_CARD.md"))
+    record = json.loads(read(os.path.join(out, "run_record.json")))
     app = create_app({"m": os.path.join(out, "best")}, ServeConfig(engine="dygraph"), 1, load=False)
     app.state.models.load()  # in this thread: no wait for the loading one
     client = TestClient(app)
     answer = client.get("/v2/models/m")
-    assert answer.status_code == 200 and answer.json()["model_card"] == card
+    shown = answer.json()["model_card"]
+    assert answer.status_code == 200 and shown["record_version"] == 1 and shown["labels"] == record["labels"]
+    assert shown["headline"] == record["headline"] and shown["data"]["train"]["file"] == "train.tsv"
+    assert shown["data"]["test"]["sha256"] == record["data"]["test"]["sha256"]
+    assert os.path.dirname(out) not in answer.text  # a model is named, never located (docs/serving.md)
 
     reason = browser.missing()
     if reason:

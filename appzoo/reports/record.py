@@ -42,7 +42,7 @@ def build(plan, prepared, metrics, described, folder, command=None):
         "run": os.path.basename(os.path.abspath(folder.root)), "folder": os.path.abspath(folder.root),
         "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "task": data.type, "model": plan.config.get("model", {}).get("type"),
-        "encoder": encoder_source(plan), "labels": list(trained.labels), "do": list(plan.do),
+        "encoder": encoder_source(plan), "labels": list(trained.labels or ()), "do": list(plan.do),
         "param_file": plan.source, "command": {**(command or {}), "cwd": os.getcwd()},
         "max_seq_len": data.max_seq_len, "long_inputs": trained.reader.long_inputs,
         "data": {split: _data(plan, prepared, split) for split in prepared.splits},
@@ -62,6 +62,18 @@ def build(plan, prepared, metrics, described, folder, command=None):
     elif "train" in plan.do:
         record["trained_by"] = record["command"]
     return record
+
+
+def summary(record):
+    """The card's facts a server shows (``GET /v2/models/{name}``): no path of the disk the run was made on (a
+    data file by its name and sha256; the encoder by its kind and licence), no command line."""
+    return {"record_version": record["record_version"], "task": record["task"], "model": record["model"],
+            "encoder": {k: record["encoder"][k] for k in ("kind", "licence")}, "labels": record["labels"],
+            "data": {split: {"file": os.path.basename(d["path"]), "sha256": d["sha256"], "examples": d["examples"],
+                             "classes": d["classes"]} for split, d in record["data"].items()},
+            "headline": record["headline"], "metrics": {s: r["scalars"] for s, r in record["metrics"].items()},
+            "limitations": record["limitations"], "versions": record["versions"],
+            "git_commit": record["git"]["commit"], "written": record["written"], "wall_time_s": record["wall_time_s"]}
 
 
 def write(folder, record):

@@ -1,5 +1,5 @@
 """KServe V2's codec (the Open Inference Protocol): a model's metadata from
-the serving shape its reader declares (:mod:`appzoo.task.serving`), an
+the serving shape its reader declares (:mod:`appzoo.task.serving`) and its run's model card, an
 inference request's tensors into inputs, prediction rows into output tensors.
 
 Nothing here knows a task: the inputs follow from the declared input kind,
@@ -9,6 +9,7 @@ import json
 import os
 
 from appzoo.serve.failure import Failure, clip
+from appzoo.reports import record
 from appzoo.store.archive import RunFolder
 
 #: an input kind -> the names of its V2 input tensors (each BYTES, one text per input)
@@ -40,13 +41,13 @@ def metadata(model):
 
 
 def model_card(best):
-    """The Markdown of the model card of the run that ``best`` sits in (its MODEL_CARD.md, beside best/), or
-    None: a run of an older version, or a best/ copied without its run."""
-    path = RunFolder.of_best(best).model_card
-    if not os.path.isfile(path):
+    """What the server shows of the model card of the run ``best`` sits in: its run_record.json beside best/,
+    without a path of the disk (:func:`appzoo.reports.record.summary`); None for a run of an older version or
+    a best/ copied without its run."""
+    folder = RunFolder.of_best(best)
+    if not os.path.isfile(folder.run_record):
         return None
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    return record.summary(record.read(folder))
 
 
 def outputs(rows, model):
