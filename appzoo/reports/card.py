@@ -122,7 +122,9 @@ def _interval(record):
     examples = record["data"].get(head["split"], {}).get("examples", "the")
     return lines + [f"{head['split']} {literal(head['metric'])} = {value}, {head['level']:.0%} interval "
                     f"[{low:.4f}, {high:.4f}]: percentile bootstrap over the {examples} {head['split']} examples' "
-                    f"saved predictions, {head['resamples']} resamples, seed {head['seed']}.", ""]
+                    f"saved predictions, {head['resamples']} resamples, seed {head['seed']}"
+                    + (f" ({head['undefined_resamples']} resamples of one class, where it is undefined, left out)"
+                       if head.get("undefined_resamples") else "") + ".", ""]
 
 
 def _mistakes(record):

@@ -17,19 +17,15 @@ import numpy as np
 
 from appzoo import env
 from appzoo.metrics import scalars
-from appzoo.metrics.classification import decision_score
+from appzoo.metrics import bootstrap
 from appzoo.reports.audit import input_lengths
 from appzoo.utils import files
 
 VERSION = 1
-#: the bootstrap of the headline metric: resamples of the test examples, the generator's seed, the interval
-RESAMPLES, SEED, LEVEL = 1000, 0, 0.95
 #: a class with fewer training examples than this is named under the card's limitations
 FEW = 20
 #: confusions kept per split
 TOP_CONFUSIONS = 5
-#: metrics the bootstrap recomputes from one label per example (what decision_score computes)
-BOOTSTRAPPED = {"accuracy", *(f"{a}_{k}" for a in ("macro", "micro", "weighted") for k in ("precision", "recall", "f1"))}
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout of appzoo
 
 
@@ -131,46 +127,46 @@ def _limitations(record):
 
 def headline(folder, metric, labels, metrics):
     """The metric that chose best/, on test (dev when there is no test), with a percentile bootstrap interval
-    over that split's saved predictions (``predictions/<split>.jsonl``); ``ci`` None with a ``note`` where
-    the metric is not one the bootstrap recomputes (one label per example: accuracy, precision, recall, F1)."""
+    (:mod:`appzoo.metrics.bootstrap`) over that split's saved predictions (``predictions/<split>.jsonl``);
+    ``ci`` None with a ``note`` for a metric the bootstrap does not recompute."""
     split = "test" if "test" in metrics else "dev" if "dev" in metrics else None
     if split is None or metric is None:
         return None
     out = {"split": split, "metric": metric, "value": metrics[split].get(metric), "ci": None,
-           "level": LEVEL, "resamples": RESAMPLES, "seed": SEED}
+           "level": bootstrap.LEVEL, "resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED}
     path = os.path.join(folder.split_predictions, f"{split}.jsonl")
-    rows = files.read_jsonl(path) if os.path.exists(path) else []
-    single = rows and all(isinstance(r.get("gold"), str) and isinstance(r.get("label"), str) for r in rows)
-    if metric not in BOOTSTRAPPED or not single:
-        out["note"] = (f"no interval: the bootstrap recomputes {', '.join(sorted(BOOTSTRAPPED))} of one label "
-                       f"per example, not {metric} of this task")
+    statistic = _statistic(files.read_jsonl(path) if os.path.exists(path) else [], metric, labels)
+    if statistic is None:
+        out["note"] = (f"no interval: the bootstrap recomputes AUC of a score and "
+                       f"{', '.join(sorted(bootstrap.LABEL_METRICS))} of one label per example, not {metric} of "
+                       f"this task")
         return out
-    index = {name: i for i, name in enumerate(labels)}
-    gold = np.array([index[r["gold"]] for r in rows])
-    pred = np.array([index[r["label"]] for r in rows])
-    out["ci"] = bootstrap(gold, pred, len(labels), metric)
+    out["ci"], undefined = bootstrap.interval(*statistic)
+    if undefined:
+        out["undefined_resamples"] = undefined
     return out
 
 
-def bootstrap(gold, pred, num_classes, metric, resamples=RESAMPLES, seed=SEED, level=LEVEL):
-    """``[low, high]``: the percentile interval of ``metric`` over ``resamples`` resamples (with replacement,
-    of the examples' size) drawn by ``numpy.random.default_rng(seed)``."""
-    rng = np.random.default_rng(seed)
-    n = len(gold)
-    values = [decision_score(gold[i], pred[i], num_classes, metric)
-              for i in (rng.integers(0, n, n) for _ in range(resamples))]
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return [float(low), float(high)]
+def _statistic(rows, metric, labels):
+    """``(statistic, examples)`` of ``metric`` on the saved rows, or None where the bootstrap cannot recompute it."""
+    index = {name: i for i, name in enumerate(labels)}
+    if not rows:
+        return None
+    if metric in bootstrap.LABEL_METRICS and all(r.get("gold") in index and r.get("label") in index for r in rows):
+        gold, pred = [index[r["gold"]] for r in rows], [index[r["label"]] for r in rows]
+        return bootstrap.labels_statistic(gold, pred, len(labels), metric), len(rows)
+    binary = all(r.get("gold") in ("0", "1", 0, 1) and isinstance(r.get("score"), (int, float)) for r in rows)
+    if metric == "auc" and binary:
+        return bootstrap.auc_statistic([int(r["gold"]) for r in rows], [r["score"] for r in rows]), len(rows)
+    return None
 
 
 def versions():
-    import numpy  # already loaded; named here for the record
     import paddle  # loaded by the run that writes the record; planning never calls this
     import paddlenlp
 
     return {"python": platform.python_version(), "paddle": paddle.__version__, "paddlenlp": paddlenlp.__version__,
-            "numpy": numpy.__version__, "appzoo": appzoo_version()}
+            "numpy": np.__version__, "appzoo": appzoo_version()}
 
 
 def appzoo_version():
