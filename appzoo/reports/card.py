@@ -86,6 +86,9 @@ def _command(record):
         lines.append("Not run from the command line (the Python API, a sweep or a search).")
     lines.append("")
     lines.append(f"In {literal(command.get('cwd', ''))}; the resolved settings are in config.json.")
+    if command.get("reproduces"):  # a --do reproduce re-run (appzoo.run.reproduce)
+        lines += ["", f"A reproduction of the run in {literal(command['reproduces'])}: its metrics against the "
+                      f"recorded ones are in reproduce.json."]
     return lines + [""]
 
 
@@ -150,6 +153,10 @@ def _limitations(record):
         lines.append(f"- classes with fewer than {limits['few_threshold']} training examples: {listed}")
     elif "train" in record["data"]:
         lines.append(f"- every class has at least {limits['few_threshold']} training examples")
+    rarest, total = limits.get("rarest_in_training") or {}, limits.get("training_examples")
+    if rarest and total:
+        listed = ", ".join(f"{literal(name)} ({n}, {n / total:.1%})" for name, n in rarest.items())
+        lines.append(f"- the rarest classes in training: {listed}; expect their F1 to vary most")
     what = "split into windows" if record.get("long_inputs") == "windows" else "cut there"
     for split, n in limits["longer_than_max_seq_len"].items():
         total = record["data"][split]["examples"]

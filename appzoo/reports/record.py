@@ -24,6 +24,8 @@ from appzoo.utils import files
 VERSION = 1
 #: a class with fewer training examples than this is named under the card's limitations
 FEW = 20
+#: the rarest training classes the card names, however many examples they have
+RAREST = 3
 #: confusions kept per split
 TOP_CONFUSIONS = 5
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout of appzoo
@@ -119,8 +121,10 @@ def _split_metrics(result):
 
 def _limitations(record):
     train = record["data"].get("train") or {}
-    return {"few_training_examples": {name: n for name, n in (train.get("classes") or {}).items() if n < FEW},
-            "few_threshold": FEW,
+    classes = train.get("classes") or {}
+    return {"few_training_examples": {name: n for name, n in classes.items() if n < FEW},
+            "few_threshold": FEW, "rarest_in_training": dict(sorted(classes.items(), key=lambda c: c[1])[:RAREST]),
+            "training_examples": train.get("examples"),
             "longer_than_max_seq_len": {s: d["longer_than_max_seq_len"] for s, d in record["data"].items()
                                         if "longer_than_max_seq_len" in d}}
 
