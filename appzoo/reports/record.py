@@ -7,6 +7,7 @@ confusions, limitations, versions, machine, git commit and wall time. :mod:`appz
 ``MODEL_CARD.md``; the record is the machine-readable twin and is written first.
 """
 import datetime
+import hashlib
 import os
 import platform
 import subprocess
@@ -187,7 +188,8 @@ def machine():
 
 
 def git_state():
-    """``{"commit", "dirty"}`` of the checkout appzoo runs from; None each where it is not a git checkout."""
+    """``{"commit", "dirty", "diff_sha256"}`` of the checkout appzoo runs from (the sha256 of ``git diff HEAD``:
+    two runs of the same uncommitted changes compare equal); None each where it is not a git checkout."""
     def git(*args):
         try:
             done = subprocess.run(["git", "-C", _ROOT, *args], capture_output=True, text=True, timeout=10)
@@ -196,8 +198,9 @@ def git_state():
         return done.stdout if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"commit": commit.strip() if commit else None, "dirty": None if status is None else bool(status.strip())}
+    diff = git("diff", "HEAD") if commit else None  # the uncommitted changes of tracked files
+    return {"commit": commit.strip() if commit else None, "dirty": None if diff is None else bool(diff),
+            "diff_sha256": hashlib.sha256(diff.encode("utf-8")).hexdigest() if diff else None}
 
 
 def environment(record):
@@ -207,4 +210,4 @@ def environment(record):
     git = record.get("git") or {}
     return {**{f"versions.{k}": v for k, v in (record.get("versions") or {}).items()},
             "machine.cpu": machine_.get("cpu"), "machine.cores": machine_.get("cores"),
-            "git.commit": git.get("commit"), "git.dirty": git.get("dirty")}
+            "git.commit": git.get("commit"), "git.diff_sha256": git.get("diff_sha256")}

@@ -3,8 +3,9 @@
 The run in ``trainer.output_dir`` is re-run from its resolved ``config.json`` and the data files its
 ``run_record.json`` names, into ``<output_dir>/reproduce/N/`` (the original is never written to), after
 checking that each data file still has its recorded sha256. The new run's metrics are compared with the
-recorded ones: "bit-identical" when every dev and test metric is equal and the versions, the machine and the
-code's commit are the same; otherwise each difference is stated, with the facts that differ.
+recorded ones: "bit-identical" when every dev and test metric is equal and the versions, the machine, the
+code's commit and its uncommitted changes are the same; otherwise each difference is stated, with the facts
+that differ (:func:`appzoo.reports.record.environment`).
 """
 import os
 
