@@ -157,7 +157,8 @@ def _statistic(rows, metric, labels):
     index = {name: i for i, name in enumerate(labels)}
     if not rows:
         return None
-    if metric in bootstrap.LABEL_METRICS and all(r.get("gold") in index and r.get("label") in index for r in rows):
+    single = all(isinstance(r.get("gold"), str) and isinstance(r.get("label"), str) for r in rows)  # not multi-label
+    if metric in bootstrap.LABEL_METRICS and single and all(r["gold"] in index and r["label"] in index for r in rows):
         gold, pred = [index[r["gold"]] for r in rows], [index[r["label"]] for r in rows]
         return bootstrap.labels_statistic(gold, pred, len(labels), metric), len(rows)
     binary = all(r.get("gold") in ("0", "1", 0, 1) and isinstance(r.get("score"), (int, float)) for r in rows)
