@@ -111,6 +111,9 @@ def test_the_server_shows_the_card_and_report_html_links_and_holds_it(run, tmp_p
     try:
         browser.screenshot(driver, os.path.join(out, "report.html"), str(tmp_path / "closed.png"))
         assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        low, high = record["headline"]["ci"]
+        assert driver.find_element("id", "card-headline").text.startswith(
+            f"test macro_f1 {record['headline']['value']:.4f}, 95% interval [{low:.4f}, {high:.4f}]")
         link = driver.find_element("id", "card-link")
         assert link.get_attribute("href") == "file://" + os.path.join(out, "MODEL_CARD.md")
         text = driver.find_element("css selector", "#card pre")

@@ -15,7 +15,7 @@ import os
 
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
-from appzoo.utils.files import write_text
+from appzoo.utils.files import read_json, write_text
 from appzoo.metrics import scalars
 
 #: mistakes listed per split (a class's most confident first); the rest are counted
@@ -139,7 +139,14 @@ def _card_section(folder):
     with open(folder.model_card, encoding="utf-8") as f:
         text = f.read()
     card = os.path.basename(folder.model_card)
-    return ['<h2 id="model-card">Model card</h2>',
+    recorded = read_json(folder.run_record, "record of the run") if os.path.exists(folder.run_record) else {}
+    head = recorded.get("headline")
+    interval = ""
+    if head and head.get("ci"):  # appzoo.reports.record: the headline metric's bootstrap interval
+        interval = (f'<p id="card-headline">{esc(head["split"])} {esc(head["metric"])} {head["value"]:.4f}, '
+                    f'{head["level"]:.0%} interval [{head["ci"][0]:.4f}, {head["ci"][1]:.4f}] (percentile bootstrap '
+                    f'over the {esc(head["split"])} examples, {head["resamples"]} resamples, seed {head["seed"]}).</p>')
+    return ['<h2 id="model-card">Model card</h2>', interval,
             f'<p><a id="card-link" href="{esc(card)}">{esc(card)}</a>: the model, its data (sha256, class counts), '
             f'the command, the metrics with a bootstrap interval, what it gets wrong, its limitations, versions and '
             f'machine; the same facts as JSON in <code>{esc(os.path.basename(folder.run_record))}</code>.</p>',
