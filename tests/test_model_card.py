@@ -56,6 +56,9 @@ def test_the_record_is_versioned_and_the_card_is_escaped_and_holds_the_bootstrap
     assert train["sha256"] == hashlib.sha256((data / "train.tsv").read_bytes()).hexdigest()
     assert train["examples"] == 1200 and sum(train["classes"].values()) == 1200 and train["classes"][HOSTILE] == 171
     assert record["data"]["test"]["examples"] == 300
+    encoder = hashlib.sha256(open("configs/ernie_tiny.json", "rb").read()).hexdigest()
+    assert record["files"] == {"model.encoder.config": {"path": "configs/ernie_tiny.json", "sha256": encoder,
+                                                        "abs_path": os.path.abspath("configs/ernie_tiny.json")}}
     assert record["metrics"]["test"]["scalars"]["macro_f1"] == metrics["test"]["macro_f1"]
     assert record["metrics"]["dev"]["per_class_f1"][HOSTILE] == metrics["dev"]["per_class"][HOSTILE]["f1"]
     assert record["versions"]["paddle"] and record["machine"]["cores"] >= 1 and record["wall_time_s"] > 0

@@ -65,6 +65,10 @@ def _data(record):
     lines = ["## Data", "", "| split | file | examples | sha256 |", "|---|---|---|---|"]
     lines += [f"| {split} | {literal(d['path'])} | {d['examples']} | `{d['sha256']}` |"
               for split, d in record["data"].items()]
+    others = record.get("files") or {}
+    if others:
+        lines += ["", "Other files the settings name: " + ", ".join(
+            f"{literal(key)} {literal(f['path'])} (sha256 `{f['sha256']}`)" for key, f in others.items()) + "."]
     counted = {split: d["classes"] for split, d in record["data"].items() if d.get("classes")}
     if counted:
         names = list(dict.fromkeys(name for classes in counted.values() for name in classes))

@@ -45,6 +45,7 @@ def build(plan, prepared, metrics, described, folder, command=None):
         "param_file": plan.source, "command": {**(command or {}), "cwd": os.getcwd()},
         "max_seq_len": data.max_seq_len, "long_inputs": trained.reader.long_inputs,
         "data": {split: _data(plan, prepared, split) for split in prepared.splits},
+        "files": other_files(plan.config),
         "best": metrics.get("best"),
         "metrics": {s: _split_metrics(metrics[s]) for s in ("dev", "test") if s in metrics},
         "headline": headline(folder, plan.metric, trained.labels, metrics),
@@ -110,6 +111,23 @@ def _data(plan, prepared, split):
         lengths = input_lengths(reader, examples, trained.tokenizer, trained.labels, plan.data.max_seq_len, split)
         row["longer_than_max_seq_len"] = lengths["longer_than_max_seq_len"]
     return row
+
+
+def other_files(config, prefix=""):
+    """``{key path: {"path", "abs_path", "sha256"}}`` of every other file the settings name (a label file, an
+    encoder's config, keep_pieces): what a re-run reads besides the data splits; folders are not hashed."""
+    found = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found.update(other_files(value, f"{path}."))
+        elif isinstance(value, str) and path not in SPLIT_KEYS and os.path.isfile(value):
+            found[path] = {"path": value, "abs_path": os.path.abspath(value), "sha256": files.file_sha256(value)}
+    return found
+
+
+#: the data splits' keys: recorded under ``data`` with their examples and classes
+SPLIT_KEYS = frozenset(f"dataset_reader.{split}" for split in ("train", "dev", "test", "predict"))
 
 
 def _split_metrics(result):

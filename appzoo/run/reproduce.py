@@ -2,7 +2,8 @@
 
 The run in ``trainer.output_dir`` is re-run from its resolved ``config.json`` and the data files its
 ``run_record.json`` names, into ``<output_dir>/reproduce/N/`` (the original is never written to), after
-checking that each data file still has its recorded sha256. The new run's metrics are compared with the
+checking that each data file (and each other file the settings name: a label file, an encoder's config)
+still has its recorded sha256. The new run's metrics are compared with the
 recorded ones: "bit-identical" when every dev and test metric is equal and the versions, the machine, the
 code's commit and its uncommitted changes are the same; otherwise each difference is stated, with the facts
 that differ (:func:`appzoo.reports.record.environment`).
@@ -11,6 +12,7 @@ import os
 
 from appzoo.errors import DataError, UserError
 from appzoo.params.dataset import SPLITS
+from appzoo.params.param_file import get_key, set_key
 from appzoo.params.trainer import TrainerConfig
 from appzoo.reports import record as records
 from appzoo.run.plan import validate
@@ -58,17 +60,23 @@ def _record(folder):
     return recorded
 
 
+def _recorded_files(recorded):
+    """``{key path: {"path", "abs_path", "sha256"}}``: the data splits, then every other file the run read."""
+    return {**{f"dataset_reader.{split}": d for split, d in recorded["data"].items()}, **recorded.get("files", {})}
+
+
 def _check_data(recorded, root):
-    """Refuse, in one line, a data file that is gone or whose bytes changed since the run."""
-    for split, data in recorded["data"].items():
+    """Refuse, in one line, a data file (or a label file, an encoder config) that is gone or whose bytes
+    changed since the run."""
+    for key, data in _recorded_files(recorded).items():
         path = data["abs_path"]
         if not os.path.isfile(path):
-            raise DataError(f"--do reproduce: dataset_reader.{split}: {path} is gone (recorded sha256 "
-                            f"{data['sha256']} in {root}); reproduce on the same data")
+            raise DataError(f"--do reproduce: {key}: {path} is gone (recorded sha256 {data['sha256']} in "
+                            f"{root}); reproduce on the same data")
         now = files.file_sha256(path)
         if now != data["sha256"]:
-            raise DataError(f"--do reproduce: dataset_reader.{split}: {path} changed since the run in {root} "
-                            f"(recorded sha256 {data['sha256']}, now {now}); reproduce on the same data")
+            raise DataError(f"--do reproduce: {key}: {path} changed since the run in {root} (recorded sha256 "
+                            f"{data['sha256']}, now {now}); reproduce on the same data")
 
 
 def _next_folder(folder):
@@ -86,9 +94,12 @@ def _settings(folder, recorded, target):
     trainer.update(output_dir=target, resume=False, overwrite_output_dir=False, do=list(recorded["do"]))
     data = settings.setdefault("dataset_reader", {})
     cwd = (recorded.get("trained_by") or recorded.get("command") or {}).get("cwd") or os.getcwd()
-    for split in SPLITS:
-        if data.get(split):
-            data[split] = recorded["data"].get(split, {}).get("abs_path") or os.path.join(cwd, data[split])
+    for split in SPLITS:  # a split the run did not read (predict, by an eval-only run) is taken from its folder
+        if data.get(split) and not os.path.isabs(data[split]):
+            data[split] = os.path.join(cwd, data[split])
+    for key, recorded_file in _recorded_files(recorded).items():
+        if get_key(settings, key) is not None:
+            set_key(settings, key, recorded_file["abs_path"], "--do reproduce")
     return settings
 
 
