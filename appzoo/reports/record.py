@@ -59,8 +59,8 @@ def build(plan, prepared, metrics, described, folder, command=None):
         record["data"] = {**before.get("data", {}), **record["data"]}
         record["trained_by"] = before.get("trained_by") or before.get("command")
         record["limitations"] = _limitations(record)
-    elif "train" in plan.do:
-        record["trained_by"] = record["command"]
+    elif "train" in plan.do:  # what --do reproduce re-runs, whatever a later eval records beside it
+        record["trained_by"] = {**record["command"], "do": list(plan.do)}
     return record
 
 

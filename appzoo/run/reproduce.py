@@ -34,8 +34,9 @@ def reproduce(config, param_path, argv=()):
     recorded = _record(folder)
     _check_data(recorded, root)
     target = _next_folder(folder)
-    settings = _settings(folder, recorded, target)
-    plan = validate(settings, folder.config, do=list(recorded["do"]))
+    do = (recorded.get("trained_by") or {}).get("do") or recorded["do"]  # the training's modes, not a later eval's
+    settings = _settings(folder, do, recorded, target)
+    plan = validate(settings, folder.config, do=list(do))
     plan.command = {"argv": list(argv), "overrides": [], "reproduces": os.path.abspath(root)}
     run(plan)
     comparison = compare(recorded, records.read(RunFolder(target)), root, target)
@@ -86,12 +87,12 @@ def _next_folder(folder):
     return os.path.join(parent, str(max(taken, default=0) + 1))
 
 
-def _settings(folder, recorded, target):
+def _settings(folder, do, recorded, target):
     """The run's resolved settings, into ``target``, from scratch, on the recorded data files (absolute: the
     run may have been made from another working directory)."""
     settings = files.read_json(folder.config, "the run's resolved settings")
     trainer = settings.setdefault("trainer", {})
-    trainer.update(output_dir=target, resume=False, overwrite_output_dir=False, do=list(recorded["do"]))
+    trainer.update(output_dir=target, resume=False, overwrite_output_dir=False, do=list(do))
     data = settings.setdefault("dataset_reader", {})
     cwd = (recorded.get("trained_by") or recorded.get("command") or {}).get("cwd") or os.getcwd()
     for split in SPLITS:  # a split the run did not read (predict, by an eval-only run) is taken from its folder
