@@ -135,7 +135,8 @@ def test_the_server_shows_the_card_and_report_html_links_and_holds_it(run, tmp_p
 def test_reproduce_gives_bit_identical_metrics_and_refuses_a_changed_data_file(run, capsys):
     out, data, _ = run
     config = os.path.join(out, "config.json")
-    assert run_trainer.main(["--param_path", config, "--do", "eval"]) == 0  # a later eval: the record keeps the training
+    # a later eval rewrites the record; it keeps what trained the run
+    assert run_trainer.main(["--param_path", config, "--do", "eval"]) == 0
     assert json.loads(read(os.path.join(out, "run_record.json")))["do"] == ["eval"]
     capsys.readouterr()
     assert run_trainer.main(["--param_path", config, "--do", "reproduce"]) == 0
