@@ -200,3 +200,22 @@ def test_reproduce_without_a_record_or_with_another_mode_is_one_line(tmp_path, c
         "error: --do 'reproduce,eval': reproduce runs alone (it re-runs the finished run in trainer.output_dir into "
         "a new folder); run the other modes first, then --do reproduce\n")
     assert os.listdir(out) == []
+
+
+def test_a_reproduction_elsewhere_states_each_difference():
+    from appzoo.run.reproduce import compare
+
+    def record(paddle, f1, seconds):
+        return {"versions": {"paddle": paddle}, "machine": {"cpu": "x", "cores": 2}, "git": {"commit": "abc"},
+                "metrics": {"test": {"scalars": {"macro_f1": f1, "accuracy": 0.5, "eval_time_s": seconds}}}}
+
+    same = compare(record("3.3.1", 0.25, 1.0), record("3.3.1", 0.25, 2.0), "run", "run/reproduce/1")
+    assert same["verdict"] == "bit-identical" and "eval_time_s" not in same["metrics"]["test"]  # timings not compared
+    moved = compare(record("3.3.1", 0.25, 1.0), record("3.4.0", 0.25, 1.0), "run", "run/reproduce/1")
+    assert moved["verdict"] == "identical metrics" and moved["summary"] == [
+        "reproduce: identical metrics: 0 of 2 dev and test metrics of run/reproduce/1 differ from those recorded in "
+        "run", "  differs: versions.paddle: recorded '3.3.1', now '3.4.0'"]
+    drifted = compare(record("3.3.1", 0.25, 1.0), record("3.3.1", 0.5, 1.0), "run", "run/reproduce/1")
+    assert drifted["verdict"] == "different" and drifted["summary"][1] == \
+        "  test macro_f1: recorded 0.25, now 0.5 (+0.25)"
+    assert drifted["metrics"]["test"]["macro_f1"]["difference"] == 0.25
