@@ -24,7 +24,9 @@ def parse_args(argv):
                         help="override a key (repeatable); VALUE is parsed as JSON when it parses, else a string")
     parser.add_argument("--do", help="comma-separated modes: train,eval,predict,export,audit "
                                      "(default: train, then eval on dev/test, then predict when a predict file is "
-                                     "set); or serve alone: the run's best/ over HTTP (docs/serving.md)")
+                                     "set); or serve alone: the run's best/ over HTTP (docs/serving.md); or reproduce alone: "
+                                     "re-run the finished run in trainer.output_dir from its run_record.json into "
+                                     "<output_dir>/reproduce/N/ and compare the metrics (docs/reports.md)")
     parser.add_argument("--list", action="store_true", help="print the registered models, readers, losses and metrics")
     parser.add_argument("--sweep", action="append", default=[], metavar="KEY.PATH=V1,V2",
                         help="one axis of a sweep (repeatable: the grid of all axes); V1,V2 split on commas, or a "
@@ -120,6 +122,10 @@ def main(argv=None):
             from appzoo.serve.__main__ import run_param_file
 
             return run_param_file(config)
+        if do == ["reproduce"]:
+            from appzoo.run.reproduce import reproduce
+
+            return reproduce(config, args.param_path, argv)
         command = shlex.join(["python", "run_trainer.py", *argv])  # for the results of a search or sweep
         if args.search is not None:
             from appzoo.search import run_search
@@ -139,6 +145,7 @@ def main(argv=None):
             print(f"sweep results in {sweep.root}/sweep.md")
             return 0
         plan = validate(config, args.param_path, do=do)
+        plan.command = {"argv": list(argv), "overrides": list(args.set)}  # for run_record.json and the card
         metrics = run(plan)
     except UserError as e:
         print(error_line(e, args.param_path), file=sys.stderr)
@@ -182,6 +189,11 @@ def _backend(args):
     return Ray(address=args.address, cpus=1 if cpus is None else cpus, gpus=0 if gpus is None else gpus)
 
 
+#: the modes that run alone, with why: they act on a finished run, not on a param file's modes
+ALONE = {"serve": "it answers requests until stopped",
+         "reproduce": "it re-runs the finished run in trainer.output_dir into a new folder"}
+
+
 def parse_do(text):
     """The modes of ``--do`` (None when not given: trainer.do decides); UserError for an unknown or no mode."""
     if text is None:
@@ -189,11 +201,12 @@ def parse_do(text):
     from appzoo.params.trainer import MODES
 
     do = [m.strip() for m in text.split(",") if m.strip()]
-    if "serve" in do and len(do) > 1:
-        raise UserError(f"--do {text!r}: serve runs alone (it answers requests until stopped); run the other "
-                        f"modes first, then --do serve")
-    if do == ["serve"]:
-        return do
+    for alone, why in ALONE.items():
+        if alone in do and len(do) > 1:
+            raise UserError(f"--do {text!r}: {alone} runs alone ({why}); run the other modes first, then "
+                            f"--do {alone}")
+        if do == [alone]:
+            return do
     bad = [m for m in do if m not in MODES]
     if bad:
         raise UserError(f"--do {text!r}: unknown mode {bad[0]!r} (accepted: {', '.join(MODES)})")

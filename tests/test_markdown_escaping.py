@@ -11,7 +11,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 import browser
-from appzoo.reports import audit, mistakes, report
+from appzoo.reports import audit, card, mistakes, report
 from appzoo.utils.markdown import literal
 from appzoo.search import results
 from appzoo.sweep import summary
@@ -213,6 +213,40 @@ def test_a_label_name_with_a_pipe_or_a_newline_keeps_the_report_table(tmp_path):
     [rendered] = [t for t in rendered_tables(text) if t[0][0] == "class"]
     assert [row[0] for row in rendered[1:]] == ["a|b", "c\\nd", "e\\|f", "g\\r\\nh"]
     assert [row[1:] for row in rendered[1:]] == [["1.0000", "0.5000", "0.6000", "2"]] * 4
+
+
+def test_the_model_card_shows_data_as_text_and_its_front_matter_reads_back():
+    """MODEL_CARD.md (appzoo/reports/card.py) of a record whose labels, file name and command are hostile."""
+    import yaml
+
+    scores = {"macro_f1": 0.5, "ece": 0.1}
+    record = {
+        "record_version": 1, "run": SCRIPT, "folder": "/runs/x", "written": "2026-01-01T00:00:00+00:00",
+        "task": "text_classification", "model": "ErnieFcClassification", "labels": LABELS, "do": ["train", "eval"],
+        "encoder": {"kind": "local folder", "source": IMG, "licence": "unknown (not recorded by the toolkit)"},
+        "command": {"argv": ["--set", f"trainer.output_dir={PIPE}"], "overrides": [f"trainer.output_dir={PIPE}"],
+                    "cwd": "/work"}, "max_seq_len": 8, "long_inputs": "cut",
+        "data": {"train": {"path": f"{IMG}.tsv", "abs_path": "/x", "sha256": "ab", "examples": 8,
+                           "classes": {name: 2 for name in LABELS}}},
+        "best": {"step": 2, "metric": "macro_f1", "value": 0.5},
+        "metrics": {"test": {"scalars": scores, "per_class_f1": {name: 0.5 for name in LABELS}}},
+        "headline": {"split": "test", "metric": "macro_f1", "value": 0.5, "ci": [0.25, 0.75], "level": 0.95,
+                     "resamples": 1000, "seed": 0},
+        "confusions": {"test": [{"gold": SCRIPT, "predicted": NEWLINE, "count": 2}]},
+        "limitations": {"few_training_examples": {NEWLINE: 2}, "few_threshold": 20, "rarest_in_training": {IMG: 2},
+                        "training_examples": 8, "longer_than_max_seq_len": {"train": 1}},
+        "versions": {"python": "3.11"}, "machine": {"cpu": "cpu", "cores": 2, "platform": "linux"},
+        "git": {"commit": None}, "wall_time_s": 1.0}
+    text = card.to_markdown(record)
+    _, front, body = text.split("---\n", 2)
+    assert yaml.safe_load(front)["datasets"] == [f"{IMG}.tsv"] and yaml.safe_load(front)["model-index"][0]["name"] \
+        == SCRIPT
+    assert "<" not in body.replace("`predictions/<split>.jsonl`", "")
+    assert_shows_no_html(body)
+    for table in tables(body):
+        assert len({len(row_cells(row)) for row in table}) == 1, table
+    [classes] = [t for t in rendered_tables(body) if t[0] == ["class", "train"]]
+    assert [row[0] for row in classes[1:]] == [SHOWN[name] for name in LABELS]
 
 
 def test_audit_sweep_and_search_markdown_show_data_as_text():

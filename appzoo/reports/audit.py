@@ -54,7 +54,7 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
                 row["labels_absent"] = missing
                 warn(f"{split}: {len(missing)} label(s) of the label set never occur: {_clip(missing)}")
         if examples:
-            row.update(_lengths(reader, examples, tokenizer, labels, max_seq_len, split))
+            row.update(input_lengths(reader, examples, tokenizer, labels, max_seq_len, split))
             if row["longer_than_max_seq_len"]:
                 what = "split into windows" if reader.long_inputs == "windows" else "cut to it"
                 warn(f"{split}: {row['longer_than_max_seq_len']} of {len(examples)} inputs "
@@ -86,7 +86,7 @@ def audit(reader, splits, features, tokenizer, labels, max_seq_len, batch_size):
     return report
 
 
-def _lengths(reader, examples, tokenizer, labels, max_seq_len, split):
+def input_lengths(reader, examples, tokenizer, labels, max_seq_len, split):
     """Tokens of each example's longest input (with its special tokens) before
     any cut: the percentiles, and how many are longer than ``max_seq_len``."""
     quiet, progress.ENABLED = progress.ENABLED, False

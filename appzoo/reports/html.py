@@ -15,7 +15,7 @@ import os
 
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
-from appzoo.utils.files import write_text
+from appzoo.utils.files import read_json, write_text
 from appzoo.metrics import scalars
 
 #: mistakes listed per split (a class's most confident first); the rest are counted
@@ -49,6 +49,7 @@ td.text{max-width:700px;word-break:break-word}
 .p{background:#dbeafe;border-bottom:2px solid #2563eb}.bad{outline:2px solid #dc2626}
 .t{font-size:10px;color:#57606a;vertical-align:super;margin-left:1px}.line{color:#57606a;font-size:12px}
 .legend span{margin-right:12px}
+pre.card{white-space:pre-wrap;background:#f6f8fa;border:1px solid #d0d7de;padding:8px 12px;font-size:12px}
 """
 
 # Rows carry their split, gold and predicted class as data attributes; the three selects show the rows that match.
@@ -120,6 +121,7 @@ def write(output_dir, metrics, labels, mistakes=None):
              for line in (metrics.get(split) or {}).get("class_warnings", [])]
     body += ['<div class="top"><div>', *_metrics_table(metrics), "</div>",
              image(os.path.join(plots, "training_curve.png"), "training curve"), "</div>"]
+    body += _card_section(RunFolder(output_dir))
     body.append('<div class="splits">')
     for split in SPLITS:
         if split in metrics:
@@ -127,6 +129,28 @@ def write(output_dir, metrics, labels, mistakes=None):
     body.append("</div>")
     body += _mistakes_section(mistakes or {})
     write_text(RunFolder(output_dir).report_html, page(f"Run report: {name}", body))
+
+
+def _card_section(folder):
+    """A link to the run's model card (appzoo.reports.card), and its text inline, folded: the page stays
+    self-contained when it is mailed without the card."""
+    if not os.path.exists(folder.model_card):
+        return []
+    with open(folder.model_card, encoding="utf-8") as f:
+        text = f.read()
+    card = os.path.basename(folder.model_card)
+    recorded = read_json(folder.run_record, "record of the run") if os.path.exists(folder.run_record) else {}
+    head = recorded.get("headline")
+    interval = ""
+    if head and head.get("ci"):  # appzoo.reports.record: the headline metric's bootstrap interval
+        interval = (f'<p id="card-headline">{esc(head["split"])} {esc(head["metric"])} {head["value"]:.4f}, '
+                    f'{head["level"]:.0%} interval [{head["ci"][0]:.4f}, {head["ci"][1]:.4f}] (percentile bootstrap '
+                    f'over the {esc(head["split"])} examples, {head["resamples"]} resamples, seed {head["seed"]}).</p>')
+    return ['<h2 id="model-card">Model card</h2>', interval,
+            f'<p><a id="card-link" href="{esc(card)}">{esc(card)}</a>: the model, its data (sha256, class counts), '
+            f'the command, the metrics with a bootstrap interval, what it gets wrong, its limitations, versions and '
+            f'machine; the same facts as JSON in <code>{esc(os.path.basename(folder.run_record))}</code>.</p>',
+            f'<details id="card"><summary>Show the card</summary><pre class="card">{esc(text)}</pre></details>']
 
 
 def _metrics_table(metrics):

@@ -44,6 +44,11 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
                 lines += [f"## {split} on {_engine(entry)}", "", f"Evaluated later, beside the numbers above "
                           f"(`eval` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
                 lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()] + [""]
+    folder = RunFolder(output_dir)
+    if os.path.exists(folder.model_card):  # appzoo.reports.card, written just before
+        lines += [f"The model card: [{os.path.basename(folder.model_card)}]({os.path.basename(folder.model_card)}) "
+                  f"(data, command, metrics with a bootstrap interval, limitations, versions; as JSON: "
+                  f"{os.path.basename(folder.run_record)}).", ""]
     if os.path.exists(RunFolder(output_dir).errors):
         lines += ["The mistakes of each evaluated split, class by class: [errors.md](errors.md); every "
                   "prediction: `predictions/<split>.jsonl`.", ""]

@@ -41,6 +41,7 @@ class Plan:
     metric: Optional[str] = None  # the dev metric the best model is chosen on
     greater: bool = True  # whether a larger ``metric`` is better
     defaults: dict = dataclasses.field(default_factory=dict)  # {key.path: default} (appzoo.store.resolve)
+    command: Optional[dict] = None  # {"argv", "overrides"} as typed, for run_record.json (None: not from the CLI)
 
 
 def validate(config, param_path="<param file>", do=None):

@@ -18,7 +18,7 @@ from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
 from appzoo.utils import files, progress
 from appzoo.run import interrupts
-from appzoo.reports import mistakes, report
+from appzoo.reports import card, mistakes, record, report
 from appzoo.store.archive import RunFolder
 from appzoo.params.dataset import SPLITS
 from appzoo.errors import ConfigError, Interrupted
@@ -232,7 +232,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         metrics["skipped_lines"] = skipped
     # the whole run's time: a resumed run counts the processes before it (up to its checkpoint)
     metrics["wall_time_s"] = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
-    _write_metrics_and_report(cfg, plan, folder, metrics, trainer.history, trained.labels, described, engine, aside)
+    _write_metrics_and_report(cfg, plan, p, folder, metrics, trainer.history, described, engine, aside)
     return metrics
 
 
@@ -327,13 +327,15 @@ def _is_the_runs_own(folder, engine):
     return engine_label(saved.get("evaluated_with", OWN_ENGINE)) == engine_label(engine)
 
 
-def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, described, engine, aside):
+def _write_metrics_and_report(cfg, plan, prepared, folder, metrics, history, described, engine, aside):
     """A training run writes metrics.json and report.md afresh; a later eval
     run updates the splits it evaluated and keeps the training record; a
     predict-only or export-only run leaves both alone. The run's own metrics
     (``dev``, ``test``) say what they were evaluated on (``evaluated_with``);
     an eval ``aside`` from them (:func:`_is_the_runs_own`) is added under
-    ``eval``, keyed by :func:`engine_label`, and they are kept as they were."""
+    ``eval``, keyed by :func:`engine_label`, and they are kept as they were. A run that trains or gives the
+    run's own metrics writes run_record.json and MODEL_CARD.md (:mod:`appzoo.reports.record`) before the
+    reports, which link the card."""
     path = folder.metrics
     metrics = dict(metrics)  # run() returns this run's own numbers, whichever key they are saved under
     if "eval" in plan.do and not aside and {"dev", "test"} & set(metrics):
@@ -349,4 +351,9 @@ def _write_metrics_and_report(cfg, plan, folder, metrics, history, labels, descr
         history = files.read_jsonl(folder.train_log)
     files.fault("metrics")
     files.write_json(path, metrics)
-    report.write(cfg.output_dir, metrics, history, labels, plots=cfg.plots, mistakes=described, html=not aside)
+    if not aside:
+        facts = record.build(plan, prepared, metrics, described, folder, plan.command)
+        record.write(folder, facts)
+        card.write(folder, facts)
+    report.write(cfg.output_dir, metrics, history, prepared.bundle.labels, plots=cfg.plots, mistakes=described,
+                 html=not aside)

@@ -1,13 +1,16 @@
 """KServe V2's codec (the Open Inference Protocol): a model's metadata from
-the serving shape its reader declares (:mod:`appzoo.task.serving`), an
+the serving shape its reader declares (:mod:`appzoo.task.serving`) and its run's model card, an
 inference request's tensors into inputs, prediction rows into output tensors.
 
 Nothing here knows a task: the inputs follow from the declared input kind,
 each output's datatype and shape from its field kind (:data:`OUTPUT_CODEC`).
 """
 import json
+import os
 
 from appzoo.serve.failure import Failure, clip
+from appzoo.reports import record
+from appzoo.store.archive import RunFolder
 
 #: an input kind -> the names of its V2 input tensors (each BYTES, one text per input)
 V2_INPUTS = {"text": ["text"], "text_or_tokens": ["text"], "pair": ["text_a", "text_b"]}
@@ -33,7 +36,18 @@ def metadata(model):
     listed = [{"name": name, "datatype": datatype, "shape": shape} for name, datatype, shape in output_shapes(model)]
     return {"name": model.name, "versions": ["1"], "platform": "paddle",
             "inputs": [{"name": n, "datatype": "BYTES", "shape": [-1]} for n in V2_INPUTS[model.input_kind]],
-            "outputs": listed, "parameters": {"task": model.task, "labels": model.predictor.labels}}
+            "outputs": listed, "parameters": {"task": model.task, "labels": model.predictor.labels},
+            "model_card": model_card(model.best)}
+
+
+def model_card(best):
+    """What the server shows of the model card of the run ``best`` sits in: its run_record.json beside best/,
+    without a path of the disk (:func:`appzoo.reports.record.summary`); None for a run of an older version or
+    a best/ copied without its run."""
+    folder = RunFolder.of_best(best)
+    if not os.path.isfile(folder.run_record):
+        return None
+    return record.summary(record.read(folder))
 
 
 def outputs(rows, model):

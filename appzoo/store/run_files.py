@@ -34,6 +34,12 @@ RUN_FILES = (
     RunFile("audit_json", "audit.json", "reports/audit.py", "--do audit's figures", audit=True),
     RunFile("split_predictions", "predictions", "reports/mistakes.py", "predictions/<split>.jsonl of each evaluation"),
     RunFile("errors", "errors.md", "reports/mistakes.py", "what the model gets wrong most"),
+    RunFile("run_record", "run_record.json", "reports/record.py",
+            "the run's facts (record_version 1): data sha256, command, metrics, versions; --do reproduce reads it"),
+    RunFile("model_card", "MODEL_CARD.md", "reports/card.py", "run_record.json as a model card a reviewer reads"),
+    RunFile("reproductions", "reproduce", "run/reproduce.py", "reproduce/N/: each --do reproduce's re-run of the run"),
+    RunFile("reproduction", "reproduce.json", "run/reproduce.py",
+            "in a reproduce/N/ folder: its metrics against the recorded ones"),
 )
 BY_KEY = {f.key: f for f in RUN_FILES}
 #: What a run writes into its folder; all of it is moved aside when a run is replaced.

@@ -1,0 +1,139 @@
+"""``--do reproduce``: re-run a finished run from its record into a new folder and compare the metrics.
+
+The run in ``trainer.output_dir`` is re-run from its resolved ``config.json`` and the data files its
+``run_record.json`` names, into ``<output_dir>/reproduce/N/`` (the original is never written to), after
+checking that each data file (and each other file the settings name: a label file, an encoder's config)
+still has its recorded sha256. The new run's metrics are compared with the
+recorded ones: "bit-identical" when every dev and test metric is equal and the versions, the machine, the
+code's commit and its uncommitted changes are the same; otherwise each difference is stated, with the facts
+that differ (:func:`appzoo.reports.record.environment`).
+"""
+import os
+
+from appzoo.errors import DataError, UserError
+from appzoo.params.dataset import SPLITS
+from appzoo.params.param_file import get_key, set_key
+from appzoo.params.trainer import TrainerConfig
+from appzoo.reports import record as records
+from appzoo.run.plan import validate
+from appzoo.run.runner import run
+from appzoo.store.archive import RunFolder
+from appzoo.store.run_files import BY_KEY
+from appzoo.utils import files
+from appzoo.utils.progress import note
+
+#: metrics that measure the machine's speed, not the model: never compared
+TIMING = ("time", "per_second")
+
+
+def reproduce(config, param_path, argv=()):
+    """Re-run the run in ``config``'s ``trainer.output_dir``; print and return 0 (the comparison is in
+    ``reproduce.json`` of the new folder). UserError (exit 2) when there is no record or a data file changed."""
+    root = (config.get("trainer") or {}).get("output_dir", TrainerConfig.output_dir)
+    folder = RunFolder(root)
+    recorded = _record(folder)
+    _check_data(recorded, root)
+    target = _next_folder(folder)
+    do = (recorded.get("trained_by") or {}).get("do") or recorded["do"]  # the training's modes, not a later eval's
+    settings = _settings(folder, do, recorded, target)
+    plan = validate(settings, folder.config, do=list(do))
+    plan.command = {"argv": list(argv), "overrides": [], "reproduces": os.path.abspath(root)}
+    run(plan)
+    comparison = compare(recorded, records.read(RunFolder(target)), root, target)
+    files.write_json(RunFolder(target).reproduction, comparison)
+    for line in comparison["summary"]:
+        print(line)
+    return 0
+
+
+def _record(folder):
+    name = BY_KEY["run_record"].name
+    if not os.path.exists(folder.run_record):
+        raise UserError(f"--do reproduce: {folder.root!r} has no {name} (written by every run that trains); "
+                        f"give the run's folder as trainer.output_dir, or its config.json as --param_path")
+    recorded = records.read(folder)
+    if recorded.get("record_version") != records.VERSION:
+        raise UserError(f"--do reproduce: {folder.run_record}: record_version {recorded.get('record_version')!r} "
+                        f"(this appzoo reads {records.VERSION})")
+    if "train" not in recorded.get("do", ()) and not recorded.get("trained_by"):
+        raise UserError(f"--do reproduce: {folder.run_record}: this run did not train (do: {recorded.get('do')}); "
+                        f"reproduce the run that trained the model")
+    return recorded
+
+
+def _recorded_files(recorded):
+    """``{key path: {"path", "abs_path", "sha256"}}``: the data splits, then every other file the run read."""
+    return {**{f"dataset_reader.{split}": d for split, d in recorded["data"].items()}, **recorded.get("files", {})}
+
+
+def _check_data(recorded, root):
+    """Refuse, in one line, a data file (or a label file, an encoder config) that is gone or whose bytes
+    changed since the run."""
+    for key, data in _recorded_files(recorded).items():
+        path = data["abs_path"]
+        if not os.path.isfile(path):
+            raise DataError(f"--do reproduce: {key}: {path} is gone (recorded sha256 {data['sha256']} in "
+                            f"{root}); reproduce on the same data")
+        now = files.file_sha256(path)
+        if now != data["sha256"]:
+            raise DataError(f"--do reproduce: {key}: {path} changed since the run in {root} (recorded sha256 "
+                            f"{data['sha256']}, now {now}); reproduce on the same data")
+
+
+def _next_folder(folder):
+    """``<run>/reproduce/N``: one more than the reproductions already there."""
+    parent = folder.reproductions
+    taken = [int(n) for n in os.listdir(parent) if n.isdigit()] if os.path.isdir(parent) else []
+    return os.path.join(parent, str(max(taken, default=0) + 1))
+
+
+def _settings(folder, do, recorded, target):
+    """The run's resolved settings, into ``target``, from scratch, on the recorded data files (absolute: the
+    run may have been made from another working directory)."""
+    settings = files.read_json(folder.config, "the run's resolved settings")
+    trainer = settings.setdefault("trainer", {})
+    trainer.update(output_dir=target, resume=False, overwrite_output_dir=False, do=list(do))
+    data = settings.setdefault("dataset_reader", {})
+    cwd = (recorded.get("trained_by") or recorded.get("command") or {}).get("cwd") or os.getcwd()
+    for split in SPLITS:  # a split the run did not read (predict, by an eval-only run) is taken from its folder
+        if data.get(split) and not os.path.isabs(data[split]):
+            data[split] = os.path.join(cwd, data[split])
+    for key, recorded_file in _recorded_files(recorded).items():
+        if get_key(settings, key) is not None:
+            set_key(settings, key, recorded_file["abs_path"], "--do reproduce")
+    return settings
+
+
+def compare(recorded, new, root, target):
+    """``{"verdict", "identical", "environment_differences", "metrics", "summary"}``: each dev and test metric
+    recorded against the new run's, and the versions and machine facts that differ."""
+    before, after = records.environment(recorded), records.environment(new)
+    differs = {k: {"recorded": before.get(k), "now": after.get(k)} for k in sorted({*before, *after})
+               if before.get(k) != after.get(k)}
+    table, unequal = {}, []
+    for split in ("dev", "test"):
+        old = (recorded["metrics"].get(split) or {}).get("scalars", {})
+        now = (new["metrics"].get(split) or {}).get("scalars", {})
+        for name in sorted({*old, *now}):
+            if any(t in name for t in TIMING):
+                continue
+            row = {"recorded": old.get(name), "now": now.get(name)}
+            if isinstance(row["recorded"], (int, float)) and isinstance(row["now"], (int, float)):
+                row["difference"] = row["now"] - row["recorded"]
+            table.setdefault(split, {})[name] = row
+            if row["recorded"] != row["now"]:
+                unequal.append((split, name, row))
+    count = sum(len(t) for t in table.values())
+    if not unequal and not differs:
+        verdict = "bit-identical"
+        summary = [f"reproduce: bit-identical: the {count} dev and test metrics of {target} equal those recorded "
+                   f"in {root} (same machine, versions and commit)"]
+    else:
+        verdict = "identical metrics" if not unequal else "different"
+        summary = [f"reproduce: {verdict}: {len(unequal)} of {count} dev and test metrics of {target} differ "
+                   f"from those recorded in {root}"]
+        summary += [f"  {split} {name}: recorded {row['recorded']!r}, now {row['now']!r}"
+                    + (f" ({row['difference']:+.6g})" if "difference" in row else "") for split, name, row in unequal]
+        summary += [f"  differs: {key}: recorded {v['recorded']!r}, now {v['now']!r}" for key, v in differs.items()]
+    return {"reproduces": os.path.abspath(root), "verdict": verdict, "identical": not unequal,
+            "environment_differences": differs, "metrics": table, "summary": summary}
