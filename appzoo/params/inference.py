@@ -38,9 +38,27 @@ Quantization = Annotated[Literal[QUANTIZATIONS], Key(
     "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
     "calibrated on calibration_examples dev examples; cached next to the export)")]
 CalibrationExamples = Annotated[int, Key("dev examples static int8 calibrates on", ge=1)]
-KeepFp32 = Annotated[Union[Literal[KEEP_FP32_MODES], List[str]], Key(
+
+
+def _check_keep_fp32(value, key_path):
+    """ConfigError unless ``value`` (a string or a list of strings) is 'auto', 'none' or a list of node names
+    (non-blank, each once)."""
+    if isinstance(value, str) and value not in KEEP_FP32_MODES:
+        raise ConfigError(f"{key_path}: {value!r} is not a mode{did_you_mean(value, KEEP_FP32_MODES)} (accepted: "
+                          f"'auto', 'none', or a list of ONNX node names such as [\"MatMul.7\"])")
+    if isinstance(value, list):
+        for i, name in enumerate(value):
+            if not name.strip():
+                raise ConfigError(f"{key_path}[{i}]: {name!r} is not a node name (expected the name of a MatMul "
+                                  f"of the exported model.onnx)")
+            if name in value[:i]:
+                raise ConfigError(f"{key_path}[{i}]: {name!r} is named twice")
+
+
+KeepFp32 = Annotated[Union[str, List[str]], Key(
     "which MatMuls int8 leaves in fp32: auto (the node groups whose int8 version changes the outputs most on "
-    "sensitivity_examples dev examples; docs/deployment.md), none, or a list of ONNX node names")]
+    "sensitivity_examples dev examples; docs/deployment.md), none, or a list of ONNX node names",
+    check=_check_keep_fp32)]
 SensitivityExamples = Annotated[int, Key("dev examples the int8 sensitivity pass (quantize_keep_fp32: auto) "
                                          "measures on", ge=1)]
 _Threads = Annotated[Optional[int], Key("CPU threads of the engine (null: the process default)", ge=1)]
@@ -74,7 +92,7 @@ class InferenceSpec:
                               f"(accepted: {', '.join(QUANTIZATIONS)})")
         check_value(paths["calibration_examples"], self.calibration_examples, CalibrationExamples)
         check_value(paths["threads"], self.threads, _Threads)
-        check_keep_fp32(self.keep_fp32, paths["keep_fp32"])
+        check_value(paths["keep_fp32"], self.keep_fp32, KeepFp32)
         check_value(paths["sensitivity_examples"], self.sensitivity_examples, SensitivityExamples)
         return self
 
@@ -100,21 +118,6 @@ class InferenceSpec:
     def of(cls, section, keys):
         """The spec ``section`` (a section's dataclass) holds under ``keys`` (``{field: the section's key}``)."""
         return cls(**{field: getattr(section, key) for field, key in keys.items()})
-
-
-def check_keep_fp32(value, key_path="trainer.quantize_keep_fp32"):
-    """ConfigError unless ``value`` is 'auto', 'none' or a list of node names (non-empty strings, each once)."""
-    if isinstance(value, str) and value not in KEEP_FP32_MODES:
-        raise ConfigError(f"{key_path}: {value!r} is not a mode{did_you_mean(value, KEEP_FP32_MODES)} (accepted: "
-                          f"'auto', 'none', or a list of ONNX node names such as [\"MatMul.7\"])")
-    check_value(key_path, value, KeepFp32)
-    if isinstance(value, list):
-        for i, name in enumerate(value):
-            if not name.strip():
-                raise ConfigError(f"{key_path}[{i}]: {name!r} is not a node name (expected the name of a MatMul "
-                                  f"of the exported model.onnx)")
-            if name in value[:i]:
-                raise ConfigError(f"{key_path}[{i}]: {name!r} is named twice")
 
 
 def check_engine(engine, key_path="trainer.inference_engine"):
