@@ -130,7 +130,8 @@ class _PaddleInference(_Static):
 
 
 class _OnnxRuntime(_Static):
-    """An ONNX Runtime session (its ``run`` is safe to call from several threads at once)."""
+    """An ONNX Runtime session (its ``run`` is safe to call from several threads at once) of the model file
+    ``path`` (the int8 one records how it was made: :func:`appzoo.inference.quantize.made_with`)."""
 
     def __init__(self, model, folder, spec, *, dev=None, **unused):
         import onnxruntime as ort
@@ -140,7 +141,7 @@ class _OnnxRuntime(_Static):
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # paddle2onnx leaves unused initializers that ORT warns about
-        path = onnx_int8(folder, spec, dev) if precision == "int8" else onnx_model(folder)
+        self.path = path = onnx_int8(folder, spec, dev) if precision == "int8" else onnx_model(folder)
         try:
             self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         except Exception as e:  # ORT raises InvalidProtobuf, Fail, ... for a damaged file
