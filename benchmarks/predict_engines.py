@@ -10,10 +10,19 @@ all-MiniLM-L6-v2 as a multi-label classifier on GoEmotions, a pointwise matcher 
 tagger on CoNLL-2003. A model is a run folder (``--run NAME=FOLDER``); without one, the script trains it
 into ``output/precision/NAME`` with the steps of :data:`MODELS` (reused on the next call).
 
-Rows (:data:`ROWS`): dygraph; Paddle Inference fp32, bf16, int8; ONNX Runtime fp32, int8
-dynamic and static; and, with ``--hf-python``, an HF transformers + torch eager pipeline with
-the same weights (``benchmarks/hf_predict.py``, run in that interpreter: torch is not a
-dependency of the toolkit). A precision an engine refuses is a row with the refusal's line.
+Rows (:data:`ROWS`, ``--rows`` picks some by id): dygraph; Paddle Inference fp32, bf16, int8; ONNX
+Runtime fp32, int8 dynamic with every MatMul quantized (``quantize_keep_fp32: none``) and with the
+default selective int8 (``auto``: :mod:`appzoo.inference.quantize`), and static; and, with
+``--hf-python``, an HF transformers + torch eager pipeline with the same weights
+(``benchmarks/hf_predict.py``, run in that interpreter: torch is not a dependency of the toolkit). A
+precision an engine refuses is a row with the refusal's line.
+
+A second table takes each int8 (and bf16) row against its own engine's fp32 at the same thread count:
+the speed ratio, the changes of the headline metric, macro-F1 and the worst class's F1
+(:func:`appzoo.reports.fidelity.compare`), the classes that lose more than 3 F1 points, the nodes kept
+in fp32, and which parts of Step 19's gate (:data:`GATE`) fail and by how much. ``--curve`` adds a
+third: each row's ms per text at batch 1 to 128 (:func:`batch_curve`). ``--doc FILE`` writes the
+three tables into FILE's section ``--doc-marker`` (:func:`benchmarks.record.put_section`).
 
 Each row predicts the model's dev set end to end, as a user's call does: the examples are cut
 into calls of 32 (then, for batch 1, the first ``--batch1`` examples one by one), and each call
