@@ -362,9 +362,11 @@ def main():
     parser.add_argument("--curve", action="store_true", help=f"add each row's ms per text at batch {CURVE}")
     parser.add_argument("--out", default="benchmarks/results/predict_engines.json", help="the JSON written")
     parser.add_argument("--doc", help="a Markdown file whose section --doc-marker gets the int8 and curve tables")
-    parser.add_argument("--doc-marker", default="### Measured: int8 with per-class guards",
-                        help="the heading line of that section (it ends at the next '## ' heading)")
+    parser.add_argument("--doc-marker",
+                        help="the heading line of that section (it ends at the next '## ' or '### ' heading)")
     args = parser.parse_args()
+    if args.doc and not args.doc_marker:
+        parser.error("--doc needs --doc-marker: the heading line of the section to write")
     unknown = [r for r in args.rows if r not in ROWS]
     if unknown:
         parser.error(f"--rows: {', '.join(unknown)} not among {', '.join(ROWS)}")
@@ -405,7 +407,7 @@ def main():
         text = "\n\n".join([f"```bash\n{command}\n```", f"Machine: {machine_line(info)}; {args.threads} engine "
                              f"threads. Written by the command above (`{args.out}`).", table(results),
                              int8_table(results), curve_table(results)])
-        put_section(args.doc, args.doc_marker, text, until="## ")
+        put_section(args.doc, args.doc_marker, text, until=("## ", "### "))  # str.startswith: either heading
         print(f"written to {args.doc} ({args.doc_marker})")
 
 
