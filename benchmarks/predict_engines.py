@@ -38,6 +38,7 @@ call, then ``--repeats`` timed passes (the fastest is kept). Prints a markdown t
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -398,14 +399,14 @@ def main():
     out = os.path.join(ROOT, args.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"command": "python " + " ".join(["benchmarks/predict_engines.py", *sys.argv[1:]]),
+        json.dump({"command": "python " + shlex.join(["benchmarks/predict_engines.py", *sys.argv[1:]]),
                    "threads": args.threads, "cpu": cpu, "fp32_peak_gflops": peak,
                    "versions": {"python": info["python"], **info["versions"]},
                    "results": results}, f, indent=2, default=float)
         f.write("\n")
     print(f"\nwritten to {os.path.relpath(out, ROOT)}")
     if args.doc:
-        command = "python " + " ".join(["benchmarks/predict_engines.py", *sys.argv[1:]])
+        command = "python " + shlex.join(["benchmarks/predict_engines.py", *sys.argv[1:]])
         text = "\n\n".join([f"```bash\n{command}\n```", f"Machine: {machine_line(info)}; {args.threads} engine "
                              f"threads. Written by the command above (`{args.out}`).", table(results),
                              int8_table(results), curve_table(results)])
