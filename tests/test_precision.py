@@ -77,13 +77,18 @@ def test_static_int8_is_cached_next_to_the_export_and_reused(trained):
     """The cache's name carries the dev set it was calibrated on and the model it is of (the start of the
     export's source key), so a file of other data or another model is never taken for it."""
     from appzoo.inference.export import KEY_LENGTH, exported_key
+    from appzoo.inference.quantize import file_name, made_with, settings
     from appzoo.utils.files import file_sha256
 
     best, test, _ = trained["cls"]
     folder = os.path.join(os.path.dirname(best), "inference")
     predictor = Predictor(best, engine="onnxruntime", precision="int8", quantization="static", calibration_examples=64)
     dev = file_sha256(predictor.bundle.config["dataset_reader"]["dev"])[:8]
-    cached = os.path.join(folder, f"model.int8-static-dev64-{dev}-{exported_key(folder)[:KEY_LENGTH]}.onnx")
+    made = settings(predictor.spec, dev)
+    assert made["calibration"] == f"dev64-{dev}" and made["sensitivity"] == f"dev128-{dev}"
+    cached = os.path.join(folder, file_name(exported_key(folder)[:KEY_LENGTH], made))
+    assert os.path.basename(cached).startswith(f"model.int8-static-{exported_key(folder)[:KEY_LENGTH]}-")
+    assert made_with(cached)["settings"] == made and made_with(cached)["kept_fp32"]
     stamp = os.path.getmtime(cached)
     Predictor(best, engine="onnxruntime", precision="int8", quantization="static", calibration_examples=64)
     assert os.path.getmtime(cached) == stamp
@@ -118,6 +123,13 @@ def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_pat
     entry = after["eval"]["onnxruntime/int8"]
     assert {k: entry[k] for k in ("engine", "precision", "quantization")} == {
         "engine": "onnxruntime", "precision": "int8", "quantization": "dynamic"}
+    for split in ("dev", "test"):  # beside fp32 (the dygraph model) on the same split: the run's own numbers
+        against = entry[split]["vs_fp32"]
+        assert against["fp32"] == pytest.approx(before[split][against["metric"]])
+        assert against["value"] == entry[split][against["metric"]]
+        assert set(against["per_class"]) == set(before[split]["per_class"])
+        assert against["macro_f1"]["change"] == pytest.approx(
+            100 * (entry[split]["macro_f1"] - before[split]["macro_f1"]), abs=1e-3)
     for split in ("dev", "test"):  # the graphs take no labels: no loss
         assert "loss" not in entry[split] and entry[split]["accuracy"] == pytest.approx(before[split]["accuracy"],
                                                                                        abs=0.05)
@@ -125,6 +137,7 @@ def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_pat
     assert "Evaluated on dygraph, fp32." in report
     assert "## test on onnxruntime, int8 (dynamic quantization)" in report
     assert f"| accuracy | {entry['test']['accuracy']:.4f} |" in report.split("## test on onnxruntime")[1]
+    assert "Against fp32 (the dygraph model) on the same test set:" in report.split("## test on onnxruntime")[1]
     assert {name: read(name) for name in kept} == kept
 
     assert run_trainer.main(args) == 0  # the run's own engine again: its numbers are updated, the int8 entry kept
@@ -146,8 +159,8 @@ def test_a_truncated_onnx_or_int8_model_is_one_line_naming_it(served_runs, tmp_p
     out = str(tmp_path / "run")
     shutil.copytree(served_runs["cls"], out, symlinks=True)
     best, folder = os.path.join(out, "best"), os.path.join(out, "inference")
-    Predictor(best, engine="onnxruntime", precision="int8")
-    int8 = f"model.int8-{exported_key(folder)[:KEY_LENGTH]}.onnx"
+    int8 = os.path.basename(Predictor(best, engine="onnxruntime", precision="int8").engine.path)
+    assert int8.startswith(f"model.int8-{exported_key(folder)[:KEY_LENGTH]}-")
     truncate(int8)(folder)
     fix = "the file is truncated or corrupt: export it again with --do export"
     with pytest.raises(UserError, match=rf"^{re.escape(os.path.join(folder, int8))}: ONNX Runtime cannot load the "
@@ -212,7 +225,10 @@ def test_one_inference_spec_is_checked_once_under_each_sections_key_paths(traine
         InferenceSpec("onnxruntime", "int8", "dynamic", 256, 2)
     assert ServeConfig(threads=3).inference(1) == InferenceSpec("onnxruntime", "fp32", "dynamic", 256, 1)
     assert InferenceSpec("onnxruntime", "int8", "static", 64).evaluated_with() == \
-        {"engine": "onnxruntime", "precision": "int8", "quantization": "static", "calibration_examples": 64}
+        {"engine": "onnxruntime", "precision": "int8", "quantization": "static", "calibration_examples": 64,
+         "keep_fp32": "auto", "sensitivity_examples": 128}
+    assert InferenceSpec("onnxruntime", "int8", keep_fp32=["MatMul.0"]).evaluated_with() == \
+        {"engine": "onnxruntime", "precision": "int8", "quantization": "dynamic", "keep_fp32": ["MatMul.0"]}
     with pytest.raises(ConfigError, match=r"^serve\.precision: 'int8' needs a graph engine"):
         ServeConfig(engine="dygraph", precision="int8")
     best = trained["cls"][0]

@@ -15,7 +15,7 @@ naming why and what to use instead where it does not (never a silent fp32):
 * ``int8``: ONNX Runtime, on the graph quantized by
   ``onnxruntime.quantization``: ``dynamic`` (int8 weights, activations
   scaled per batch) or ``static`` (activation ranges calibrated on examples),
-  cached next to the export (:func:`appzoo.inference.export.onnx_int8`). Paddle 3.3.1
+  cached next to the export, the MatMuls that int8 hurts most left in fp32 (:mod:`appzoo.inference.quantize`). Paddle 3.3.1
   has no int8 path for its PIR exports (docs/deployment.md, "Precision").
 
 An engine may be called from several threads at once, each with its own batch.
@@ -28,16 +28,18 @@ import numpy as np
 from appzoo.errors import UserError, first_line
 from appzoo.task.model import forward_inputs
 from appzoo.env import available_cores
-from appzoo.inference.export import graph_files, onnx_int8, onnx_model, unreadable
+from appzoo.inference.export import graph_files, onnx_model, unreadable
+from appzoo.inference.quantize import onnx_int8
 
 
-def create(spec, model, inference_dir=None, mkldnn=True, calibration=None):
+def create(spec, model, inference_dir=None, mkldnn=True, dev=None):
     """The engine ``spec`` names (an :class:`~appzoo.params.inference.InferenceSpec`, checked where it was
     built) over ``model`` and, for a graph engine, the graph exported into ``inference_dir``, in the spec's
-    precision on its threads. ``calibration``: for int8, None for dynamic quantization, or ``(name, batches)``
-    for static: a name for its cache and a function returning collated batches to calibrate on."""
+    precision on its threads. ``dev``: for an int8 that reads the dev set (static calibration, the sensitivity
+    pass: :meth:`~appzoo.params.inference.InferenceSpec.needs_dev`), ``(digest, batches)``: the start of the
+    dev file's sha256, for the cache's name, and ``batches(n)``, collated batches of ``n`` dev examples."""
     model.eval()
-    return BY_NAME[spec.engine](model, inference_dir, spec, mkldnn=mkldnn, calibration=calibration)
+    return BY_NAME[spec.engine](model, inference_dir, spec, mkldnn=mkldnn, dev=dev)
 
 
 def _threads(num_threads):
@@ -128,9 +130,10 @@ class _PaddleInference(_Static):
 
 
 class _OnnxRuntime(_Static):
-    """An ONNX Runtime session (its ``run`` is safe to call from several threads at once)."""
+    """An ONNX Runtime session (its ``run`` is safe to call from several threads at once) of the model file
+    ``path`` (the int8 one records how it was made: :func:`appzoo.inference.quantize.made_with`)."""
 
-    def __init__(self, model, folder, spec, *, calibration=None, **unused):
+    def __init__(self, model, folder, spec, *, dev=None, **unused):
         import onnxruntime as ort
 
         num_threads, precision = _threads(spec.threads), spec.precision
@@ -138,7 +141,7 @@ class _OnnxRuntime(_Static):
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # paddle2onnx leaves unused initializers that ORT warns about
-        path = onnx_int8(folder, calibration) if precision == "int8" else onnx_model(folder)
+        self.path = path = onnx_int8(folder, spec, dev) if precision == "int8" else onnx_model(folder)
         try:
             self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         except Exception as e:  # ORT raises InvalidProtobuf, Fail, ... for a damaged file
@@ -151,5 +154,5 @@ class _OnnxRuntime(_Static):
 
 #: Every engine by the name ``engine`` takes in a param file (their names, and the precisions each runs, are
 #: checked in :mod:`appzoo.params.inference`, which a test holds to this table): an engine is a class called with
-#: ``(model, inference_dir, spec, mkldnn=, calibration=)`` whose instances run a collated batch.
+#: ``(model, inference_dir, spec, mkldnn=, dev=)`` whose instances run a collated batch.
 BY_NAME = {"dygraph": _Dygraph, "paddle_inference": _PaddleInference, "onnxruntime": _OnnxRuntime}

@@ -13,9 +13,9 @@ file:
 * ``model.json`` + ``model.pdiparams``: the static graph (:func:`export`);
 * ``model.onnx``: converted by paddle2onnx, then fused by ONNX Runtime's
   transformer optimizer (LayerNorm, GELU: the same outputs, half the time);
-* ``model.int8-<key>.onnx`` / ``model.int8-static-<name>-<key>.onnx``: quantized by
-  ``onnxruntime.quantization``, dynamically or calibrated (:func:`onnx_int8`);
-  ``<key>`` begins the export's source key, so a file of another model is never reused.
+* ``model.int8-<key>-<settings>.onnx`` / ``model.int8-static-<key>-<settings>.onnx``: quantized by
+  :mod:`appzoo.inference.quantize`; ``<key>`` begins the export's source key, so a file of another model is
+  never reused, and ``<settings>`` hashes how it was quantized, so a file of other settings is never reused.
 """
 import contextlib
 import hashlib
@@ -120,7 +120,7 @@ def onnx_model(folder):
     except Exception as e:  # paddle2onnx logs the cause and leaves its result unset
         raise RunError(f"{graph}: paddle2onnx could not convert the graph to ONNX ({type(e).__name__}: "
                        f"{str(e).strip()[:200]}); use engine 'paddle_inference'") from None
-    with _written(target) as tmp:
+    with written(target) as tmp:
         with open(tmp, "wb") as f:
             f.write(data)
         _fuse(tmp)
@@ -146,7 +146,7 @@ def _fuse(path):
     folded = f"{path}.folded"
     ort.set_default_logger_severity(3)  # its sessions here warn of each unused paddle2onnx constant they drop
     try:
-        with _quiet_logs():  # symbolic shapes fail on paddle2onnx's Reshapes; ONNX's own inference is enough
+        with quiet_logs():  # symbolic shapes fail on paddle2onnx's Reshapes; ONNX's own inference is enough
             quant_pre_process(path, folded, skip_symbolic_shape=True)
             # opt_level 0: pattern fusions only (higher levels need torch); 0 heads: read from the graph
             optimize_model(folded, model_type="bert", num_heads=0, hidden_size=0, opt_level=0).save_model_to_file(path)
@@ -155,75 +155,8 @@ def _fuse(path):
             os.remove(folded)
 
 
-def onnx_int8(folder, calibration=None):
-    """The int8 ONNX model of ``folder``, quantized from :func:`onnx_model` by
-    ``onnxruntime.quantization`` when missing, and reused after.
-
-    ``calibration`` None: dynamic quantization (``model.int8-<key>.onnx``): int8
-    weights (a scale per output channel), each batch's activations scaled as it runs. ``(name, batches)``:
-    static (``model.int8-static-<name>-<key>.onnx``): activation ranges fixed by
-    running ``batches()`` (collated batches) through the fp32 model first; ``name`` says what they are
-    (the Predictor's: the number of dev examples and their file's digest). ``<key>``: the start of the
-    export's source key (:func:`source_key`; of ``model.onnx``'s own digest when the export recorded none)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    source = onnx_model(folder)
-    key = (exported_key(folder) or file_sha256(source))[:KEY_LENGTH]
-    name = f"model.int8-{key}.onnx" if calibration is None else f"model.int8-static-{calibration[0]}-{key}.onnx"
-    target = os.path.join(folder, name)
-    if os.path.isfile(target):
-        return target
-    try:
-        with _written(target) as tmp:
-            if calibration is None:
-                quantize_dynamic(source, tmp, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
-                                 per_channel=True)  # a scale per output column: GoEmotions macro-F1 -0.8, not -2.1
-            else:
-                _quantize_static(source, tmp, calibration[1])
-    except UserError:
-        raise
-    except Exception as e:  # onnx and protobuf raise DecodeError, ValueError, ... for a damaged model.onnx
-        if _loads(source):
-            raise
-        raise unreadable(source, "onnxruntime.quantization", e) from None
-    return target
-
-
-def _loads(path):
-    """Whether ONNX Runtime loads the model file ``path``."""
-    import onnxruntime as ort
-
-    try:
-        ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    except Exception:
-        return False
-    return True
-
-
-def _quantize_static(source, target, batches):
-    """Static int8 (QDQ: int8 weights per channel, uint8 activations) of the MatMuls,
-    ranges by min-max over the calibration batches."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
-
-    inputs = [i.name for i in ort.InferenceSession(source, providers=["CPUExecutionProvider"]).get_inputs()]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = ({name: batch[name] for name in inputs} for batch in batches())
-
-        def get_next(self):
-            return next(self.feeds, None)
-
-    with _quiet_logs():
-        quantize_static(source, target, Reader(), quant_format=QuantFormat.QDQ, op_types_to_quantize=["MatMul"],
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
-                        calibrate_method=CalibrationMethod.MinMax)
-
-
 @contextlib.contextmanager
-def _quiet_logs():
+def quiet_logs():
     """ONNX Runtime's optimizer and quantizer log, through the root logger or loggers that inherit its level,
     a warning for each pattern or op they pass over: by design here, so only errors get through."""
     root = logging.getLogger()
@@ -236,7 +169,7 @@ def _quiet_logs():
 
 
 @contextlib.contextmanager
-def _written(target):
+def written(target):
     """A temporary path next to ``target``, renamed onto it when the block succeeds and removed when not."""
     tmp = f"{target}.tmp-{os.getpid()}"
     try:

@@ -21,7 +21,8 @@ decoding as ``--do predict``. Engines (:mod:`appzoo.inference.engines`):
 ``precision`` (:data:`appzoo.params.inference.PRECISIONS`): ``fp32``; ``bf16`` on
 Paddle Inference where the CPU has bf16 instructions; ``int8`` on ONNX
 Runtime, ``quantization`` ``dynamic`` or ``static`` (calibrated on
-``calibration_examples`` examples of the model's dev set). Measured speed and
+``calibration_examples`` examples of the model's dev set), the MatMuls int8 hurts most on
+``sensitivity_examples`` dev examples left in fp32 (``keep_fp32``: :mod:`appzoo.inference.quantize`). Measured speed and
 agreement with fp32: docs/deployment.md.
 
 One Predictor may be shared by threads: each call predicts its own inputs
@@ -35,7 +36,7 @@ from appzoo.store import bundle
 
 from appzoo.data.encoding import encode_texts
 from appzoo.inference import engines, export, prediction
-from appzoo.params.inference import DEFAULT_CALIBRATION, InferenceSpec
+from appzoo.params.inference import DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, InferenceSpec
 from appzoo.errors import DataError
 from appzoo.utils.files import file_sha256
 from appzoo.utils.progress import bars
@@ -77,33 +78,34 @@ class Predictor:
     (:attr:`reader_state`) and, for pointwise models, the probabilities.
     ``progress_bar``: show the tokenising bars of ``predict`` (off: a call
     from a service prints nothing). ``precision``, ``quantization``,
-    ``calibration_examples``: see the module docstring.
+    ``calibration_examples``, ``keep_fp32``, ``sensitivity_examples``: see the module docstring.
     """
 
     def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
                  mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
-                 calibration_examples=DEFAULT_CALIBRATION, spec=None, trained=None):
+                 calibration_examples=DEFAULT_CALIBRATION, keep_fp32="auto", sensitivity_examples=DEFAULT_SENSITIVITY,
+                 spec=None, trained=None):
         """``best``: a ``best/`` folder; ``trained``: the :class:`~appzoo.store.bundle.Bundle` loaded from it
         when the caller holds it already (a run's eval and predict), else it is loaded here. ``spec``: an
         :class:`~appzoo.params.inference.InferenceSpec` checked by the section that built it (the runner's and
-        the server's), in place of ``engine``, ``precision``, ``quantization``, ``calibration_examples`` and
-        ``num_threads``, which are checked here. ``inference_dir``: where the graph engines' export lives (None:
+        the server's), in place of ``engine``, ``precision``, ``quantization``, ``calibration_examples``,
+        ``num_threads``, ``keep_fp32`` and ``sensitivity_examples``, which are checked here. ``inference_dir``: where the graph engines' export lives (None:
         the ``inference/`` of ``best``'s run folder), exported first unless it is of this very model."""
-        given = InferenceSpec(engine, precision, quantization, calibration_examples, num_threads)
+        given = InferenceSpec(engine, precision, quantization, calibration_examples, num_threads, keep_fp32,
+                              sensitivity_examples)
         if spec is None:
             spec = given.check({"threads": "num_threads"})
         elif given != InferenceSpec():
-            raise TypeError("Predictor: give spec, or engine, precision, quantization, calibration_examples and "
-                            "num_threads, not both")
+            raise TypeError("Predictor: give spec, or engine, precision, quantization, calibration_examples, "
+                            "num_threads, keep_fp32 and sensitivity_examples, not both")
         self.spec, self.batch_size, self.progress_bar = spec, batch_size, progress_bar
         self.bundle = bundle.load(best, "Predictor") if trained is None else trained
         if spec.engine != "dygraph":
             inference_dir = export.current(self.bundle, best, inference_dir)
-        calibration = None
-        if spec.precision == "int8" and spec.quantization == "static":  # the cache's name says which dev set
-            name = f"dev{spec.calibration_examples}-{file_sha256(self._dev_file())[:8]}"
-            calibration = (name, lambda: self._calibration_batches(spec.calibration_examples))
-        self.engine = engines.create(spec, self.bundle.model, inference_dir, mkldnn, calibration)
+        dev = None
+        if spec.needs_dev():  # the cache's name says which dev set
+            dev = (file_sha256(self._dev_file(spec))[:8], self._dev_batches)
+        self.engine = engines.create(spec, self.bundle.model, inference_dir, mkldnn, dev)
         self.reader_state = self.bundle.reader.state()
 
     model = property(lambda self: self.bundle.model)
@@ -175,19 +177,24 @@ class Predictor:
         return [i for i, f in enumerate(features)
                 if any(k.endswith("input_ids") and len(v) >= self.max_seq_len for k, v in f.items())]
 
-    def _dev_file(self):
-        """The model's dev set (the file its ``dataset_reader.dev`` names), which static int8 calibrates on."""
+    def _dev_file(self, spec):
+        """The model's dev set (the file its ``dataset_reader.dev`` names), which static int8 calibrates on and
+        the sensitivity pass of ``keep_fp32: auto`` measures on."""
         path = self.bundle.config.get("dataset_reader", {}).get("dev")
         if not path or not os.path.isfile(path):
-            raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its dataset_reader.dev "
-                            f"({path!r}) is not a file here; run from the folder the model was trained in, or use "
-                            f"quantization 'dynamic'")
+            if spec.quantization == "static":
+                raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its "
+                                f"dataset_reader.dev ({path!r}) is not a file here; run from the folder the model "
+                                f"was trained in, or use quantization 'dynamic'")
+            raise DataError(f"quantize_keep_fp32: 'auto' measures int8 on the model's dev set, and its "
+                            f"dataset_reader.dev ({path!r}) is not a file here; run from the folder the model was "
+                            f"trained in, or give 'none' or a list of node names")
         return path
 
-    def _calibration_batches(self, n):
+    def _dev_batches(self, n):
         """Collated batches of ``n`` examples spread evenly over the model's dev set (:meth:`_dev_file`), for
-        static int8 calibration."""
-        examples = self.reader.read(self._dev_file(), "calibration")
+        static int8 calibration and the sensitivity pass."""
+        examples = self.reader.read(self._dev_file(self.spec), "calibration")
         examples = examples[::max(1, len(examples) // n)][:n]
         with bars(False):
             features = self.reader.encode(examples, self.tokenizer, self.labels, self.max_seq_len, "calibration")

@@ -9,7 +9,7 @@ reports ``avx512_bf16`` or ``amx_bf16``; ``int8`` on ONNX Runtime (``dynamic`` o
 """
 import dataclasses
 import importlib.util
-from typing import Annotated, Literal, Optional
+from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.env import cpu_flags
 from appzoo.errors import ConfigError
@@ -21,6 +21,8 @@ PRECISIONS = ("fp32", "bf16", "int8")
 QUANTIZATIONS = ("dynamic", "static")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
 DEFAULT_CALIBRATION = 256
+DEFAULT_SENSITIVITY = 128
+KEEP_FP32_MODES = ("auto", "none")
 
 # The keys, each annotated once; the trainer section (inference_engine, inference_precision, ...) and the serve
 # section (engine, precision, ...) name them as they always have. The engine's installed package and the
@@ -36,6 +38,29 @@ Quantization = Annotated[Literal[QUANTIZATIONS], Key(
     "how int8 is made: dynamic (int8 weights, activations scaled per batch) or static (activation ranges "
     "calibrated on calibration_examples dev examples; cached next to the export)")]
 CalibrationExamples = Annotated[int, Key("dev examples static int8 calibrates on", ge=1)]
+
+
+def _check_keep_fp32(value, key_path):
+    """ConfigError unless ``value`` (a string or a list of strings) is 'auto', 'none' or a list of node names
+    (non-blank, each once)."""
+    if isinstance(value, str) and value not in KEEP_FP32_MODES:
+        raise ConfigError(f"{key_path}: {value!r} is not a mode{did_you_mean(value, KEEP_FP32_MODES)} (accepted: "
+                          f"'auto', 'none', or a list of ONNX node names such as [\"MatMul.7\"])")
+    if isinstance(value, list):
+        for i, name in enumerate(value):
+            if not name.strip():
+                raise ConfigError(f"{key_path}[{i}]: {name!r} is not a node name (expected the name of a MatMul "
+                                  f"of the exported model.onnx)")
+            if name in value[:i]:
+                raise ConfigError(f"{key_path}[{i}]: {name!r} is named twice")
+
+
+KeepFp32 = Annotated[Union[str, List[str]], Key(
+    "which MatMuls int8 leaves in fp32: auto (the node groups whose int8 version changes the outputs most on "
+    "sensitivity_examples dev examples; docs/deployment.md), none, or a list of ONNX node names",
+    check=_check_keep_fp32)]
+SensitivityExamples = Annotated[int, Key("dev examples the int8 sensitivity pass (quantize_keep_fp32: auto) "
+                                         "measures on", ge=1)]
 _Threads = Annotated[Optional[int], Key("CPU threads of the engine (null: the process default)", ge=1)]
 
 
@@ -51,6 +76,8 @@ class InferenceSpec:
     quantization: Quantization = "dynamic"
     calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
     threads: _Threads = None
+    keep_fp32: KeepFp32 = "auto"
+    sensitivity_examples: SensitivityExamples = DEFAULT_SENSITIVITY
 
     def check(self, key_paths=None):
         """This spec, or a one-line ConfigError naming the key path (``key_paths``: ``{field: key path}``;
@@ -65,7 +92,14 @@ class InferenceSpec:
                               f"(accepted: {', '.join(QUANTIZATIONS)})")
         check_value(paths["calibration_examples"], self.calibration_examples, CalibrationExamples)
         check_value(paths["threads"], self.threads, _Threads)
+        check_value(paths["keep_fp32"], self.keep_fp32, KeepFp32)
+        check_value(paths["sensitivity_examples"], self.sensitivity_examples, SensitivityExamples)
         return self
+
+    def needs_dev(self):
+        """Whether making this spec's model reads the model's dev set: static int8 calibrates on it, and
+        ``keep_fp32: auto`` measures each node group's int8 on it."""
+        return self.precision == "int8" and (self.quantization == "static" or self.keep_fp32 == "auto")
 
     def evaluated_with(self):
         """What metrics.json says an evaluation ran on: ``{"engine", "precision"}``, with ``quantization`` (and,
@@ -75,6 +109,9 @@ class InferenceSpec:
             out["quantization"] = self.quantization
             if self.quantization == "static":
                 out["calibration_examples"] = self.calibration_examples
+            out["keep_fp32"] = self.keep_fp32
+            if self.keep_fp32 == "auto":
+                out["sensitivity_examples"] = self.sensitivity_examples
         return out
 
     @classmethod

@@ -3,8 +3,8 @@ import dataclasses
 from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.params.keys import Key, check_fields
-from appzoo.params.inference import (DEFAULT_CALIBRATION, CalibrationExamples, Engine, InferenceSpec, Precision,
-                                     Quantization)
+from appzoo.params.inference import (DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, CalibrationExamples, Engine,
+                                     InferenceSpec, KeepFp32, Precision, Quantization, SensitivityExamples)
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
@@ -22,7 +22,8 @@ def _not_blank(value, key_path):
 #: The trainer's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields.
 INFERENCE_KEYS = {"engine": "inference_engine", "precision": "inference_precision",
                   "quantization": "inference_quantization", "calibration_examples": "calibration_examples",
-                  "threads": "num_threads"}
+                  "threads": "num_threads", "keep_fp32": "quantize_keep_fp32",
+                  "sensitivity_examples": "sensitivity_examples"}
 
 
 @dataclasses.dataclass
@@ -102,6 +103,8 @@ class TrainerConfig:
     inference_precision: Precision = "fp32"
     inference_quantization: Quantization = "dynamic"
     calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
+    quantize_keep_fp32: KeepFp32 = "auto"
+    sensitivity_examples: SensitivityExamples = DEFAULT_SENSITIVITY
 
     def __post_init__(self):
         check_fields(self, "trainer")  # also when built from Python, not only from a param file

@@ -2,7 +2,7 @@
 import os
 
 from appzoo.store.archive import RunFolder
-from appzoo.reports import html as report_html
+from appzoo.reports import fidelity, html as report_html
 from appzoo.utils.files import write_text
 from appzoo.utils.markdown import literal
 from appzoo.metrics import scalars
@@ -37,13 +37,14 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
                       f"{row['support']} |" for name, row in table.items()]
         if metrics[split].get("class_warnings"):  # appzoo.reports.mistakes: classes never predicted or with F1 0
             lines += [""] + [f"- {literal(line)}" for line in metrics[split]["class_warnings"]]
-        lines.append("")
+        lines += _against_fp32(metrics[split], split, metrics.get("evaluated_with")) + [""]
     for label, entry in (metrics.get("eval") or {}).items():  # evals beside the run's own (appzoo.run.runner)
         for split in ("dev", "test"):
             if split in entry:
                 lines += [f"## {split} on {_engine(entry)}", "", f"Evaluated later, beside the numbers above "
                           f"(`eval` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
-                lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()] + [""]
+                lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()]
+                lines += _against_fp32(entry[split], split, entry) + [""]
     folder = RunFolder(output_dir)
     if os.path.exists(folder.model_card):  # appzoo.reports.card, written just before
         lines += [f"The model card: [{os.path.basename(folder.model_card)}]({os.path.basename(folder.model_card)}) "
@@ -58,6 +59,17 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
     write_text(RunFolder(output_dir).report, "\n".join(lines) + "\n")
     if html:
         report_html.write(output_dir, metrics, labels, mistakes)
+
+
+def _against_fp32(split_metrics, split, engine):
+    """report.md's lines of a lower precision's comparison with fp32 (``vs_fp32``: appzoo.reports.fidelity)."""
+    comparison = split_metrics.get("vs_fp32")
+    if not comparison:
+        return []
+    lines = ["", f"Against fp32 (the dygraph model) on the same {split} set:", ""]
+    lines += fidelity.to_markdown(comparison, literal)
+    flagged = fidelity.warnings(comparison, split, _engine(engine) if engine else "a lower precision")
+    return lines + ([""] + [f"- warning: {literal(line)}" for line in flagged] if flagged else [])
 
 
 def _engine(engine):

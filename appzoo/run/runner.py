@@ -18,7 +18,7 @@ from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
 from appzoo.utils import files, progress
 from appzoo.run import interrupts
-from appzoo.reports import card, mistakes, record, report
+from appzoo.reports import card, fidelity, mistakes, record, report
 from appzoo.store.archive import RunFolder
 from appzoo.params.dataset import SPLITS
 from appzoo.errors import ConfigError, Interrupted
@@ -211,6 +211,8 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
                 metrics[split], predictions = (predictor or trainer).evaluate(
                     p.splits[split], p.features[split], split=split, with_predictions=True)
                 evaluated[split] = (p.splits[split], predictions)
+                if predictor is not None and predictor.spec.precision != "fp32":
+                    _against_fp32(plan, trainer, predictor.spec, p, split, metrics)
         if trainer.is_main and not aside:  # predictions/<split>.jsonl, errors.md, the class warnings into metrics
             warnings, described = mistakes.write(folder.root, trained.reader, trained.labels, evaluated, metrics)
             for warning in warnings:
@@ -234,6 +236,17 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
     metrics["wall_time_s"] = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
     _write_metrics_and_report(cfg, plan, p, folder, metrics, trainer.history, described, engine, aside)
     return metrics
+
+
+def _against_fp32(plan, trainer, spec, p, split, metrics):
+    """Compare an eval in ``spec``'s lower precision with fp32 (the dygraph model) on the same split
+    (:func:`appzoo.reports.fidelity.compare`): into the split's metrics as ``vs_fp32``, and a warning line
+    for each class that loses more than :data:`~appzoo.reports.fidelity.DROP_POINTS` F1 points."""
+    reference = trainer.evaluate(p.splits[split], p.features[split], split=f"{split} in fp32")
+    comparison = fidelity.compare(reference, metrics[split], plan.metric)
+    metrics[split]["vs_fp32"] = comparison
+    for line in fidelity.warnings(comparison, split, f"{spec.engine} {spec.precision}") if trainer.is_main else ():
+        note(f"warning: {line}")
 
 
 def _best_is_last(state, history, metric):
