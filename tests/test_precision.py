@@ -13,6 +13,7 @@ least 98%. A precision an engine cannot run is refused in one line that names wh
 instead (never a silent fp32).
 """
 import os
+import re
 
 import pytest
 
@@ -20,7 +21,7 @@ import run_trainer
 from appzoo import Predictor
 from appzoo.params.inference import BF16_FLAGS, check_precision
 from appzoo.env import cpu_flags
-from appzoo.errors import ConfigError, UserError
+from appzoo.errors import ConfigError, DataError, UserError
 from appzoo.inference.prediction import agreement, label_units
 from serving import TASKS
 
@@ -95,6 +96,25 @@ def test_static_int8_is_cached_next_to_the_export_and_reused(trained):
     assert not [name for name in os.listdir(folder) if ".tmp-" in name or name.endswith(".folded")]
 
 
+def test_dynamic_int8_away_from_the_dev_set_quantizes_every_matmul_and_says_so(trained, monkeypatch, capsys):
+    """A best/ served where its dev file is not (another machine): keep_fp32 'auto' has nothing to measure on,
+    so every MatMul is quantized, as before the sensitivity pass, with a note; static int8 still refuses."""
+    best, test, _ = trained["cls"]
+    best, dev = os.path.abspath(best), Predictor(best).bundle.config["dataset_reader"]["dev"]
+    monkeypatch.chdir(os.path.dirname(best))  # the run folder: the relative dev path finds no file
+    capsys.readouterr()
+    predictor = Predictor(best, engine="onnxruntime", precision="int8")
+    assert predictor.spec.keep_fp32 == "none" and predictor.spec.evaluated_with()["keep_fp32"] == "none"
+    assert capsys.readouterr().out == (
+        f"note: quantize_keep_fp32: 'auto' measures int8 on the model's dev set, and its dataset_reader.dev "
+        f"({dev!r}) is not a file here: every MatMul is quantized (as 'none'); run from the folder the model was "
+        f"trained in to keep the most sensitive ones in fp32\n")
+    assert predictor.predict(["央行宣布降准"])[0]["label"] in predictor.labels
+    with pytest.raises(DataError, match=rf"^quantization: 'static' calibrates on the model's dev set, and its "
+                                        rf"dataset_reader.dev \({re.escape(repr(dev))}\) is not a file here; "):
+        Predictor(best, engine="onnxruntime", precision="int8", quantization="static")
+
+
 def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_path, capsys):
     """The check the docs recommend: the run's own metrics (dygraph, fp32, with the loss) stay, the int8
     eval is added under eval/onnxruntime/int8 naming its engine and precision, and report.md says which
@@ -150,7 +170,6 @@ def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_pat
 def test_a_truncated_onnx_or_int8_model_is_one_line_naming_it(served_runs, tmp_path, capsys):
     """Cut after it was written (a full disk, a partial copy): the file looks made, so it is loaded, and
     ONNX Runtime (or its quantizer, for model.onnx) refuses it: one line naming it and the way out, exit 2."""
-    import re
     import shutil
 
     from appzoo.inference.export import KEY_LENGTH, exported_key

@@ -39,7 +39,7 @@ from appzoo.inference import engines, export, prediction
 from appzoo.params.inference import DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, InferenceSpec
 from appzoo.errors import DataError
 from appzoo.utils.files import file_sha256
-from appzoo.utils.progress import bars
+from appzoo.utils.progress import bars, note
 
 
 @dataclasses.dataclass
@@ -98,8 +98,9 @@ class Predictor:
         elif given != InferenceSpec():
             raise TypeError("Predictor: give spec, or engine, precision, quantization, calibration_examples, "
                             "num_threads, keep_fp32 and sensitivity_examples, not both")
-        self.spec, self.batch_size, self.progress_bar = spec, batch_size, progress_bar
         self.bundle = bundle.load(best, "Predictor") if trained is None else trained
+        self.spec, self.batch_size, self.progress_bar = self._measurable(spec), batch_size, progress_bar
+        spec = self.spec
         if spec.engine != "dygraph":
             inference_dir = export.current(self.bundle, best, inference_dir)
         dev = None
@@ -177,18 +178,28 @@ class Predictor:
         return [i for i, f in enumerate(features)
                 if any(k.endswith("input_ids") and len(v) >= self.max_seq_len for k, v in f.items())]
 
+    def _measurable(self, spec):
+        """``spec``, with ``keep_fp32: auto`` of dynamic int8 turned into ``none`` (said in a note) where the model's
+        dev set is not a file here (a ``best/`` copied to a server): the sensitivity pass has nothing to measure on,
+        and a model that quantizes every MatMul still serves, as it did before the pass existed."""
+        if not (spec.needs_dev() and spec.quantization == "dynamic") or os.path.isfile(self._dev_path()):
+            return spec
+        note(f"note: quantize_keep_fp32: 'auto' measures int8 on the model's dev set, and its dataset_reader.dev "
+             f"({self._dev_path()!r}) is not a file here: every MatMul is quantized (as 'none'); run from the folder "
+             f"the model was trained in to keep the most sensitive ones in fp32")
+        return dataclasses.replace(spec, keep_fp32="none")
+
+    def _dev_path(self):
+        return self.bundle.config.get("dataset_reader", {}).get("dev") or ""
+
     def _dev_file(self, spec):
         """The model's dev set (the file its ``dataset_reader.dev`` names), which static int8 calibrates on and
         the sensitivity pass of ``keep_fp32: auto`` measures on."""
-        path = self.bundle.config.get("dataset_reader", {}).get("dev")
-        if not path or not os.path.isfile(path):
-            if spec.quantization == "static":
-                raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its "
-                                f"dataset_reader.dev ({path!r}) is not a file here; run from the folder the model "
-                                f"was trained in, or use quantization 'dynamic'")
-            raise DataError(f"quantize_keep_fp32: 'auto' measures int8 on the model's dev set, and its "
-                            f"dataset_reader.dev ({path!r}) is not a file here; run from the folder the model was "
-                            f"trained in, or give 'none' or a list of node names")
+        path = self._dev_path()
+        if not os.path.isfile(path):  # static only: dynamic's auto became none without one (_measurable)
+            raise DataError(f"quantization: 'static' calibrates on the model's dev set, and its "
+                            f"dataset_reader.dev ({path or None!r}) is not a file here; run from the folder the model "
+                            f"was trained in, or use quantization 'dynamic'")
         return path
 
     def _dev_batches(self, n):
