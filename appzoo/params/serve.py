@@ -3,15 +3,16 @@ import dataclasses
 from typing import Annotated, Optional
 
 from appzoo.params.keys import Key, build_section, check_fields
-from appzoo.params.inference import (DEFAULT_CALIBRATION, CalibrationExamples, Engine, InferenceSpec, Precision,
-                                     Quantization)
+from appzoo.params.inference import (DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, CalibrationExamples, Engine,
+                                     InferenceSpec, KeepFp32, Precision, Quantization, SensitivityExamples)
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 
 
 #: The serve section's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields.
 INFERENCE_KEYS = {"engine": "engine", "precision": "precision", "quantization": "quantization",
-                  "calibration_examples": "calibration_examples", "threads": "threads"}
+                  "calibration_examples": "calibration_examples", "threads": "threads",
+                  "keep_fp32": "quantize_keep_fp32", "sensitivity_examples": "sensitivity_examples"}
 
 
 @dataclasses.dataclass
@@ -25,6 +26,8 @@ class ServeConfig:
     precision: Precision = "fp32"
     quantization: Quantization = "dynamic"
     calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
+    quantize_keep_fp32: KeepFp32 = "auto"
+    sensitivity_examples: SensitivityExamples = DEFAULT_SENSITIVITY
     max_batch_size: Annotated[int, Key(
         "inputs a model runs together at most. An idle model runs a request at once; while it is busy, requests "
         "gather and the next batch takes what waits, shortest first, up to this and max_batch_tokens (1: no "
