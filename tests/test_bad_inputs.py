@@ -82,7 +82,7 @@ def test_finished_run_holds_only_the_documented_outputs(shared):
     """The prior run the cases copy must be what a finished run leaves: no staging folders, and
     best/ a link to the one hidden folder that holds the best model (see appzoo/store/archive.py)."""
     documented = {"config.json", "train_log.jsonl", "metrics.json", "predictions.jsonl", "report.md", "report.html", "plots",
-                  "best", "checkpoints", "predictions", "errors.md"}
+                  "best", "checkpoints", "predictions", "errors.md", "MODEL_CARD.md", "run_record.json"}
     names = set(os.listdir(shared[0]))
     hidden = {n for n in names if n.startswith(".")}
     assert names - hidden <= documented, sorted(names - hidden - documented)
