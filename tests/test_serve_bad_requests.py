@@ -304,16 +304,22 @@ def test_a_client_that_leaves_mid_request_is_counted_and_harmless(server):
 def test_a_burst_past_max_queue_gets_429_with_retry_after_counted_and_the_rest_are_answered(served_runs):
     best = os.path.join(served_runs["cls"], "best")
     with live_server({"cls": best}, max_queue=2, max_batch_size=64) as (base, app):
-        batcher, gate = app.state.models.loaded["cls"].batcher, threading.Event()
+        batcher, gate, held = app.state.models.loaded["cls"].batcher, threading.Event(), threading.Event()
         run_batch = batcher.run_batch
-        batcher.run_batch = lambda payloads: gate.wait(30) and run_batch(payloads)  # holds the first batch
-        results = []
+
+        def hold(payloads):  # the first batch waits for the gate
+            held.set()
+            return gate.wait(30) and run_batch(payloads)
+
+        batcher.run_batch, results = hold, []
 
         def client(i):
             results.append(request(base, "POST", "/predict", {"inputs": [f"文本 {i}"]}))
 
         clients = [threading.Thread(target=client, args=(i,)) for i in range(8)]
-        for c in clients:
+        clients[0].start()  # alone, so that the held batch is this one request whatever the timing
+        assert held.wait(30)
+        for c in clients[1:]:
             c.start()
         ends = time.monotonic() + 30
         while len(results) < 5 and time.monotonic() < ends:  # one runs, two wait, five are refused at once
