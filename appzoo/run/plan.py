@@ -160,7 +160,7 @@ def _modes(trainer, data):
     for mode, split in (("train", "train"), ("predict", "predict")):
         if mode in modes and not getattr(data, split):
             raise ConfigError(f"dataset_reader.{split}: required for trainer.do {mode!r}")
-    if trainer.audit and "audit" not in modes:
+    if (trainer.audit or trainer.audit_labels) and "audit" not in modes:
         modes = ["audit", *modes]
     return modes
 

@@ -261,9 +261,22 @@ def _audit(plan, p, folder, is_main):
     trained = p.bundle
     report = audit(trained.reader, p.splits, p.features, trained.tokenizer, trained.labels, plan.data.max_seq_len,
                    plan.trainer.batch_size)
+    text = to_markdown(report, plan.source)
+    if plan.trainer.audit_labels:
+        # paddle, through the trainer, and cleanlab: loaded by this audit alone
+        from appzoo.run.label_folds import out_of_fold
+        from appzoo.reports import label_issues
+
+        given, probs, multi = out_of_fold(plan, p, folder.label_folds)
+        rows, report["labels"] = label_issues.find(given, probs, multi, trained.labels, p.splits["train"],
+                                                   plan.trainer.audit_folds)
+        text += label_issues.to_markdown(report["labels"], rows)
+        if is_main:
+            files.write_jsonl(folder.label_issues, rows)
+            note(f"audit: {report['labels']['note']}; written {folder.label_issues}")
     if is_main:
         files.write_json(folder.audit_json, report)
-        files.write_text(folder.audit, to_markdown(report, plan.source))
+        files.write_text(folder.audit, text)
         for warning in report["warnings"]:
             note(f"audit: {warning}")
         for advice in report["what_to_try"]:

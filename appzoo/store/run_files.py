@@ -32,6 +32,10 @@ RUN_FILES = (
     RunFile("vdl", "vdl", "run/callbacks.py", "VisualDL's log (trainer.visualdl)"),
     RunFile("audit", "audit.md", "reports/audit.py", "--do audit's report", audit=True),
     RunFile("audit_json", "audit.json", "reports/audit.py", "--do audit's figures", audit=True),
+    RunFile("label_issues", "label_issues.jsonl", "reports/label_issues.py",
+            "trainer.audit_labels: the suspected mislabeled training examples, ranked", audit=True),
+    RunFile("label_folds", "label_folds", "run/label_folds.py",
+            "trainer.audit_labels: folds.json and each fold's out-of-fold probabilities (fold-<i>.npy)", audit=True),
     RunFile("split_predictions", "predictions", "reports/mistakes.py", "predictions/<split>.jsonl of each evaluation"),
     RunFile("errors", "errors.md", "reports/mistakes.py", "what the model gets wrong most"),
 )
