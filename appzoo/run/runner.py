@@ -18,7 +18,7 @@ from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
 from appzoo.utils import files, progress
 from appzoo.run import interrupts
-from appzoo.reports import mistakes, report
+from appzoo.reports import label_issues, mistakes, report
 from appzoo.store.archive import RunFolder
 from appzoo.params.dataset import SPLITS
 from appzoo.errors import ConfigError, Interrupted
@@ -263,9 +263,7 @@ def _audit(plan, p, folder, is_main):
                    plan.trainer.batch_size)
     text = to_markdown(report, plan.source)
     if plan.trainer.audit_labels:
-        # paddle, through the trainer, and cleanlab: loaded by this audit alone
-        from appzoo.run.label_folds import out_of_fold
-        from appzoo.reports import label_issues
+        from appzoo.run.label_folds import out_of_fold  # paddle, through the trainer: loaded by this audit alone
 
         given, probs, multi = out_of_fold(plan, p, folder.label_folds)
         rows, report["labels"] = label_issues.find(given, probs, multi, trained.labels, p.splits["train"],
