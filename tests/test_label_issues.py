@@ -70,3 +70,15 @@ def test_a_bad_number_of_folds_is_one_line(tmp_path, capsys, value, message):
     err = capsys.readouterr().err
     assert code == 2 and err == f"error: {CLS}: {message}\n"
     assert not out.exists()
+
+
+def test_a_tagger_is_refused_while_planning(tmp_path, capsys):
+    ner = "examples/ner_ernie_crf_ch.json"
+    code = run_trainer.main(["--param_path", ner, "--do", "audit", "--set", f"trainer.output_dir={tmp_path / 'out'}",
+                             "--set", "trainer.audit_labels=true"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (
+        f"error: {ner}: trainer.audit_labels: not for dataset_reader.type 'sequence_labeling': a tagger's labels are "
+        f"per token and its units are entities, while the search for mislabeled examples judges one set of labels "
+        f"per example (docs/reports.md#label-issues says why cleanlab's token classification is not wired in yet)\n")
+    assert not (tmp_path / "out").exists()

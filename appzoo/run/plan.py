@@ -74,6 +74,8 @@ def _validate(config, do):
     check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
     reader.check_plan(data)
+    if trainer.audit_labels and reader.label_audit:
+        raise ConfigError(f"trainer.audit_labels: not for dataset_reader.type {data.type!r}: {reader.label_audit}")
     Sampler.check_plan(trainer, reader, data.type)
     model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
     metric, greater = _check_metric(trainer, reader)

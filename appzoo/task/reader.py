@@ -32,6 +32,9 @@ class DatasetReader:
     MODEL_KEYS = ()
     #: what encoding does to an input longer than max_seq_len: "cut" (its end is lost) or "windows"
     long_inputs = "cut"
+    #: why ``trainer.audit_labels`` cannot judge this task's labels (the plan refuses it with this reason); None:
+    #: it can, through :meth:`label_probabilities`
+    label_audit = None
 
     @check_args("dataset_reader")
     def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "
