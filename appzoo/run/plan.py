@@ -60,6 +60,11 @@ def _validate(config, do):
     data, reader_class, data_section = _dataset(config, model_class)
     modes = _modes(trainer, data)
     init_from = _init_from(trainer, modes, data)
+    if trainer.audit_labels and init_from is not None:  # a fold would start from weights that saw it
+        raise ConfigError(f"trainer.audit_labels: each fold trains from the model's initial weights, but "
+                          f"{init_from!r} (trainer.init_from, or the run's best/ for modes that do not train) "
+                          f"may have been trained on the very examples a fold holds out; run the audit without "
+                          f"init_from, and without eval, predict or export in the same command")
     encoder = model_section.pop("encoder", None)
     if encoder is None and init_from is None:
         raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
