@@ -179,9 +179,10 @@ def sample_row(run_folder, threads):
     command = ["--param_path", os.path.join(ROOT, "examples", "cls_ernie_fc_ch.json"), "--do", "audit", "--set",
                "trainer.audit_labels=true", "--set", f"trainer.output_dir={run_folder}", "--set",
                f"trainer.num_threads={threads}", "--set", "trainer.progress_bar=false"]
-    started = time.time()
+    started, seconds = time.time(), None  # None: an audit already there was read
     if not os.path.exists(os.path.join(run_folder, "label_issues.jsonl")):
         assert run_trainer.main(command) == 0
+        seconds = round(time.time() - started, 1)
     sys.path.insert(0, os.path.join(ROOT, "data"))
     import make_samples
 
@@ -199,13 +200,14 @@ def sample_row(run_folder, threads):
     flagged = {r["index"] for r in rows}
     hits = [r for r in rows if r["index"] in wrong]
     summary = read_json(os.path.join(run_folder, "audit.json"), "audit")["labels"]
-    return {"command": "python run_trainer.py " + " ".join(command[:5]) + " --set trainer.audit_labels=true",
+    return {"command": "python run_trainer.py --param_path examples/cls_ernie_fc_ch.json --do audit --set "
+                       "trainer.audit_labels=true",
             "examples": len(given), "wrong_labels": len(wrong), "suspects": len(rows),
             "precision": round(len(hits) / len(rows), 4) if rows else None,
             "recall": round(len(flagged & wrong) / len(wrong), 4),
             "suggested_is_meant": sum(r["suggested"] == meant[r["index"]] for r in hits),
             "out_of_fold_accuracy": summary["out_of_fold_accuracy"], "note": summary["note"],
-            "seconds": round(time.time() - started, 1)}
+            "seconds": seconds}
 
 
 def main(argv=None):
@@ -278,8 +280,8 @@ def markdown(result, args):
              f"stratified sample; ChnSentiCorp's split made from its one file). Machine: "
              f"{machine_line(result['machine'])}. Results: `benchmarks/results/label_noise.json`.", "",
              "OOF `probe`: frozen multilingual-e5-small + logistic regression, 5 folds. OOF `toolkit`: "
-             "`--do audit --set trainer.audit_labels=true`, 5 folds of examples/cls_ernie_fc_ch.json (a one-layer "
-             f"ERNIE from scratch, {args.toolkit_epochs} epochs). P@k: of the k lowest label-quality scores, the "
+             "`--do audit --set trainer.audit_labels=true`, 5 folds of examples/cls_ernie_fc_ch.json (a two-layer "
+             f"ERNIE of width 128 from scratch, {args.toolkit_epochs} epochs). P@k: of the k lowest label-quality scores, the "
              "share that are flips (k = flips, so recall at k is the same number). Flagged: what "
              "`find_label_issues` returns.", ""]
     for kind, title in (("random", "5% of all labels flipped at random"),
@@ -297,13 +299,14 @@ def markdown(result, args):
         lines.append("")
     sample = result.get("sample")
     if sample:
+        took = "" if sample["seconds"] is None else f"; {sample['seconds']:.0f} s"
         lines += ["### The sample data's own noise", "",
                   f"`data/cls/train.tsv` is made by `data/make_samples.py`, which redraws 4% of the labels at random: "
                   f"{sample['wrong_labels']} of its {sample['examples']} labels differ from the topic the generator "
                   f"meant (replayed with its seed). `{sample['command']}` (5 folds of the example's own training): "
                   f"{sample['suspects']} suspects, precision {sample['precision']:.2f}, recall "
                   f"{sample['recall']:.2f}; the suggested label is the meant one for {sample['suggested_is_meant']} "
-                  f"of the suspects that are errors; {sample['seconds']:.0f} s. The note it printed: "
+                  f"of the suspects that are errors{took}. The note it printed: "
                   f"\"{sample['note']}\".", ""]
     return "\n".join(lines)
 
