@@ -13,7 +13,7 @@ label. The out-of-fold probabilities come from
   regression in 5 stratified folds: a decent model at little CPU, so that the detection is measured apart from
   the weakness of a model trained briefly on 2 cores;
 - ``toolkit`` (``--toolkit``): ``run_trainer.py --do audit --set trainer.audit_labels=true`` itself, 5 folds
-  of a one-layer ERNIE from scratch (examples/cls_ernie_fc_ch.json with ``--toolkit-epochs``), the path a user
+  of a two-layer ERNIE from scratch (examples/cls_ernie_fc_ch.json with ``--toolkit-epochs``), the path a user
   runs; the fold files it writes (``label_folds/``) give the probabilities.
 
 Both go through the same :func:`appzoo.reports.label_issues.find` (cleanlab). Reported: precision and recall at
