@@ -82,3 +82,21 @@ def test_a_tagger_is_refused_while_planning(tmp_path, capsys):
         f"per token and its units are entities, while the search for mislabeled examples judges one set of labels "
         f"per example (docs/reports.md#label-issues says why cleanlab's token classification is not wired in yet)\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_multi_label_suspects_are_the_examples_whose_label_sets_the_probabilities_contradict():
+    import numpy as np
+
+    from appzoo.reports import label_issues
+
+    given = [[0], [1], [2], [0, 1], [1, 2], [0, 2]] * 8
+    probs = np.full((len(given), 3), 0.05)
+    for i, labels in enumerate(given):
+        probs[i, labels] = 0.95
+    probs[3] = [0.05, 0.05, 0.95]  # given a and b, looks like c
+    probs[10] = [0.95, 0.05, 0.05]  # given b and c, looks like a
+    examples = [{"text": f"text {i}", "source": f"train.tsv:{i + 1}"} for i in range(len(given))]
+    rows, summary = label_issues.find(given, probs, True, ["a", "b", "c"], examples, 2)
+    assert {r["index"]: (r["given"], r["suggested"]) for r in rows} == {3: (["a", "b"], ["c"]),
+                                                                        10: (["b", "c"], ["a"])}
+    assert summary["suspects"] == 2 and [c["suspects"] for c in summary["classes"]] == [1, 2, 1]
