@@ -276,6 +276,7 @@ def main(argv=None):
 
 def markdown(result, args):
     command = "python benchmarks/label_noise.py" + (" --toolkit" if args.toolkit else "")
+    command += " --sample RUN_FOLDER" if result.get("sample") else ""
     lines = [f"`{command}` ({result['examples']} training and {result['dev']} dev texts per data set, a seeded "
              f"stratified sample; ChnSentiCorp's split made from its one file). Machine: "
              f"{machine_line(result['machine'])}. Results: `benchmarks/results/label_noise.json`.", "",
