@@ -38,6 +38,9 @@ def out_of_fold(plan, prepared, folder):
     cfg, bundle = plan.trainer, prepared.bundle
     examples, features = prepared.splits["train"], prepared.features["train"]
     k = cfg.audit_folds
+    if paddle.distributed.get_world_size() > 1:
+        raise ConfigError("trainer.audit_labels: the folds train in one process; run the audit without "
+                          "paddle.distributed.launch (then train data-parallel as before)")
     if len(features) != len(examples):
         raise ConfigError(f"trainer.audit_labels: needs one input per training example, but the reader made "
                           f"{len(features)} inputs of {len(examples)} examples (inputs split into windows)")
