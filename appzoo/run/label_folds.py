@@ -8,8 +8,8 @@ as a run does, and predict the held-out fold. Each fold's probabilities are writ
 ``label_folds/fold-<i>.npy`` (its presence is the fold's marker), beside ``folds.json``, which records the
 assignment and what it was made from: a command run again after a stop trains only the folds without a file,
 and starts over when the data, the settings that change training, or the number of folds changed.
-Afterwards the model, the reader's state and paddle's seed are as they were, so a run that trains next trains
-exactly as it would have without the audit.
+Afterwards the model and the reader's state are as they were, so a run that trains next trains exactly as it
+would have without the audit (the trainer seeds each step itself).
 """
 import io
 import os
@@ -36,8 +36,34 @@ def out_of_fold(plan, prepared, folder):
     :meth:`~appzoo.task.reader.TaskReader.label_probabilities` gives them), each predicted by the fold that
     did not train on it; the folds' files go into ``folder``."""
     cfg, bundle = plan.trainer, prepared.bundle
-    examples, features = prepared.splits["train"], prepared.features["train"]
-    k = cfg.audit_folds
+    examples, k = prepared.splits["train"], cfg.audit_folds
+    first = _refuse(plan, prepared)
+    given = _given(bundle, examples)
+    assignment = _stratified(given, k, cfg.seed)
+    done = _resume(plan, folder, assignment, k)
+    initial = {name: value.numpy().copy() for name, value in bundle.model.state_dict().items()}
+    initial_state = bundle.reader.state()
+    probs = np.zeros((len(examples), first[1].shape[1]))
+    try:
+        for i in progress(range(k), desc="label folds", unit="fold", dynamic_ncols=True):
+            held = np.flatnonzero(assignment == i)
+            if i in done:
+                probs[held] = np.load(fold_file(folder, i))
+                continue
+            # every fold from the same initial weights; the trainer seeds each step itself (seed + step)
+            bundle.model.set_state_dict(initial)
+            bundle.reader.load_state(initial_state)
+            probs[held] = _train_fold(plan, prepared, assignment, i, folder)
+    finally:  # the run goes on with the model it had (a run that trains next starts from here)
+        bundle.model.set_state_dict(initial)
+        bundle.reader.load_state(initial_state)
+    return given, probs, first[2]
+
+
+def _refuse(plan, prepared):
+    """ConfigError for what the folds cannot do; else the untrained model's :func:`_probabilities` of the first
+    training example (their width is the number of labels)."""
+    examples, features, k = prepared.splits["train"], prepared.features["train"], plan.trainer.audit_folds
     if paddle.distributed.get_world_size() > 1:
         raise ConfigError("trainer.audit_labels: the folds train in one process; run the audit without "
                           "paddle.distributed.launch (then train data-parallel as before)")
@@ -47,43 +73,30 @@ def out_of_fold(plan, prepared, folder):
     if k > len(examples):
         raise ConfigError(f"trainer.audit_folds: {k} folds of {len(examples)} training examples; at most "
                           f"{len(examples)}")
-    first = _probabilities(Trainer(bundle, cfg, (plan.metric, plan.greater)), examples[:1], features[:1])
+    trainer = Trainer(prepared.bundle, plan.trainer, (plan.metric, plan.greater))
+    first = _probabilities(trainer, examples[:1], features[:1])
     if first is None:
         raise ConfigError(f"trainer.audit_labels: the model {plan.config['model'].get('type')!r} gives no "
                           f"probabilities over the labels of each example (classification, multi-label and "
                           f"pair classification with probabilities do; see docs/reports.md#label-issues)")
-    given = _given(bundle, examples)
-    assignment = _stratified(given, k, cfg.seed)
-    done = _resume(plan, folder, assignment, k)
-    initial = {name: value.numpy().copy() for name, value in bundle.model.state_dict().items()}
-    initial_state = bundle.reader.state()
+    return first
+
+
+def _train_fold(plan, prepared, assignment, i, folder):
+    """Train on every fold but ``i`` (best model on dev, as a run chooses it), predict fold ``i``, save that."""
+    examples, features = prepared.splits["train"], prepared.features["train"]
+    held, k = np.flatnonzero(assignment == i), plan.trainer.audit_folds
     dev = (prepared.splits["dev"], prepared.features["dev"]) if "dev" in prepared.splits else None
-    probs = np.zeros((len(examples), first[1].shape[1]))
+    trainer = Trainer(prepared.bundle, plan.trainer, (plan.metric, plan.greater))
     try:
-        for i in progress(range(k), desc="label folds", unit="fold", dynamic_ncols=True):
-            held = np.flatnonzero(assignment == i)
-            if i in done:
-                probs[held] = np.load(fold_file(folder, i))
-                continue
-            bundle.model.set_state_dict(initial)
-            bundle.reader.load_state(initial_state)
-            paddle.seed(cfg.seed + 1 + i)  # each fold its own seed; the run's own is set back below
-            trainer = Trainer(bundle, cfg, (plan.metric, plan.greater))
-            try:
-                trainer.train([features[j] for j in np.flatnonzero(assignment != i)], dev)
-            except Interrupted as stop:
-                kept = sum(os.path.exists(fold_file(folder, j)) for j in range(k))
-                raise Interrupted(stop.signum, f"stopped in label fold {i + 1} of {k}: {kept} finished fold(s) "
-                                               f"kept in {folder}", advice="the same command continues from "
-                                                                           "there") from None
-            fold = _probabilities(trainer, [examples[j] for j in held], [features[j] for j in held])[1]
-            _save(fold_file(folder, i), fold)
-            probs[held] = fold
-    finally:  # the run goes on with the model it had (a run that trains next starts from here)
-        bundle.model.set_state_dict(initial)
-        bundle.reader.load_state(initial_state)
-        paddle.seed(cfg.seed)
-    return given, probs, first[2]
+        trainer.train([features[j] for j in np.flatnonzero(assignment != i)], dev)
+    except Interrupted as stop:
+        kept = sum(os.path.exists(fold_file(folder, j)) for j in range(k))
+        raise Interrupted(stop.signum, f"stopped in label fold {i + 1} of {k}: {kept} finished fold(s) kept in "
+                                       f"{folder}", advice="the same command continues from there") from None
+    fold = _probabilities(trainer, [examples[j] for j in held], [features[j] for j in held])[1]
+    _save(fold_file(folder, i), fold)
+    return fold
 
 
 def _probabilities(trainer, examples, features):
