@@ -6,7 +6,7 @@ probabilities :mod:`appzoo.run.label_folds` made: an example is a suspect when i
 is below the average probability the examples of that label give it, while another label's is above its own
 average, counted so that each pair of labels gets as many suspects as the estimated noise between them. The
 suspects are ranked by cleanlab's label quality score (the probability of the given label: self-confidence);
-a multi-label set goes through cleanlab's multi-label variant. The summary goes into ``audit.json`` (``labels``)
+a multi-label set goes through cleanlab's multi-label module (``cleanlab.multilabel_classification``). The summary goes into ``audit.json`` (``labels``)
 and ``audit.md``; :mod:`appzoo.reports.html` shows the same in ``report.html``. Rare classes come first,
 because a single error weighs most there.
 """
@@ -28,21 +28,22 @@ def find(given, probs, multi_label, labels, examples, folds):
     and the summary for ``audit.json``. ``given``: label indices per example (lists where ``multi_label``);
     ``probs``: ``[N, len(labels)]`` out-of-fold probabilities."""
     import cleanlab  # the audit's alone: a run without trainer.audit_labels never loads it
-    from cleanlab.filter import find_label_issues
 
     probs = np.asarray(probs, dtype="float64")
     if multi_label:
-        from cleanlab.multilabel_classification.rank import get_label_quality_scores  # as above
+        from cleanlab.multilabel_classification.filter import find_label_issues  # as above
+        from cleanlab.multilabel_classification.rank import get_label_quality_scores
         scores = get_label_quality_scores(given, probs)
         suggested = [list(np.flatnonzero(p >= 0.5)) for p in probs]
         correct = np.mean([sorted(s) == sorted(g) for s, g in zip(suggested, given)])
     else:
-        from cleanlab.rank import get_label_quality_scores  # as above
+        from cleanlab.filter import find_label_issues  # as above
+        from cleanlab.rank import get_label_quality_scores
         probs = probs / probs.sum(axis=1, keepdims=True)  # a softmax's rounding: cleanlab wants rows of 1
         scores = get_label_quality_scores(np.asarray(given), probs)
         suggested = list(probs.argmax(axis=1))
         correct = float(np.mean(np.asarray(suggested) == np.asarray(given)))
-    ranked = find_label_issues(given if multi_label else np.asarray(given), probs, multi_label=multi_label,
+    ranked = find_label_issues(given if multi_label else np.asarray(given), probs,
                                return_indices_ranked_by="self_confidence", n_jobs=1)
     name = (lambda ids: [labels[j] for j in ids]) if multi_label else (lambda j: labels[j])
     rows = [{"rank": r + 1, "index": int(i), "source": examples[i].get("source"), "text": key_of(examples[i]),
