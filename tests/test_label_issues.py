@@ -62,6 +62,32 @@ def test_suspects_are_written_ranked_and_a_rerun_trains_only_the_missing_fold(tm
     assert os.path.exists(label_folds.fold_file(folds, 1))
 
 
+def test_a_stop_in_a_fold_keeps_the_finished_ones_and_says_how_to_go_on(tmp_path, monkeypatch, capsys):
+    from appzoo.errors import Interrupted
+
+    (tmp_path / "train.tsv").write_text("".join(open("data/cls/train.tsv", encoding="utf-8").readlines()[:60]),
+                                        encoding="utf-8")
+    (tmp_path / "dev.tsv").write_text("".join(open("data/cls/dev.tsv", encoding="utf-8").readlines()[:20]),
+                                      encoding="utf-8")
+    calls = []
+    real = Trainer.train
+
+    def train(self, *args, **kwargs):  # Ctrl-C during the second fold, as the trainer reports one
+        calls.append(1)
+        if len(calls) == 2:
+            raise Interrupted(2, "Ctrl-C at step 1: checkpoint saved in None", advice="continue with --set ...")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "train", train)
+    code, out = audit(tmp_path)
+    err = capsys.readouterr().err
+    assert code == 130 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.endswith(f"stopped in label fold 2 of 2: 1 finished fold(s) kept in {out / 'label_folds'}; the same "
+                        f"command continues from there\n")
+    assert os.path.exists(label_folds.fold_file(out / "label_folds", 0))
+    assert not os.path.exists(out / "label_issues.jsonl")
+
+
 @pytest.mark.parametrize("value, message", [
     ("1", "trainer.audit_folds: must be >= 2, got 1"),
 ])
