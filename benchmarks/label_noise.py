@@ -282,7 +282,8 @@ def markdown(result, args):
              f"{machine_line(result['machine'])}. Results: `benchmarks/results/label_noise.json`.", "",
              "OOF `probe`: frozen multilingual-e5-small + logistic regression, 5 folds. OOF `toolkit`: "
              "`--do audit --set trainer.audit_labels=true`, 5 folds of examples/cls_ernie_fc_ch.json (a two-layer "
-             f"ERNIE of width 128 from scratch, {args.toolkit_epochs} epochs). P@k: of the k lowest label-quality scores, the "
+             f"ERNIE of width 128 from scratch, {args.toolkit_epochs} epochs, no early stopping, best model on the "
+             f"{result['dev']} dev texts). P@k: of the k lowest label-quality scores, the "
              "share that are flips (k = flips, so recall at k is the same number). Flagged: what "
              "`find_label_issues` returns.", ""]
     for kind, title in (("random", "5% of all labels flipped at random"),
