@@ -329,3 +329,32 @@ def test_in_chromium_no_script_of_the_data_runs_and_the_tables_hold(hostile_run,
         assert (tmp_path / "errors.png").stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+def test_label_issues_in_audit_md_and_report_html_show_data_as_text(tmp_path):
+    """trainer.audit_labels: the suspects' texts and label names (the data's) as text, tables keeping columns."""
+    from appzoo.reports import html as report_html, label_issues
+    from appzoo.store.archive import RunFolder
+
+    labels = [SCRIPT, PIPE, NEWLINE]
+    texts = [ESC_BEL, BIDI, IMG, "a | b", "__init__ # not a heading", SCRIPT] * 2
+    given = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 1]
+    probs = np.full((len(given), 3), 0.05)
+    probs[np.arange(len(given)), given] = 0.9
+    probs[0] = probs[4] = [0.05, 0.05, 0.9]  # two given labels the probabilities disagree with
+    examples = [{"text": t, "source": f"{IMG}:{i + 1}"} for i, t in enumerate(texts)]
+    rows, summary = label_issues.find(given, probs, False, labels, examples, 2)
+    assert {r["index"] for r in rows} == {0, 4}
+    text = label_issues.to_markdown(summary, rows)
+    assert_shows_no_html(text)
+    assert [len(row_cells(r)) for t in tables(text) for r in t] == [4] * 4 + [6] * 3
+    folder = RunFolder(str(tmp_path))
+    with open(folder.audit_json, "w", encoding="utf-8") as f:
+        json.dump({"labels": summary}, f)
+    with open(folder.label_issues, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    page = "\n".join(report_html._label_issues_section(folder))
+    tags = Tags()
+    tags.feed(page)
+    assert tags.tags == {"h2", "p", "table", "thead", "tbody", "tr", "th", "td", "code"} and not tags.handlers
+    assert html.escape(SCRIPT, quote=True) in page

@@ -71,6 +71,12 @@ class TrainerConfig:
         "mixed precision on a GPU: bf16, or fp16 with a loss scaler; losses stay float32 (paddle's autocast "
         "does nothing on CPU, so the plan refuses it there)")] = "off"
     audit: Annotated[bool, Key("write audit.md/audit.json about the data before training (as --do audit)")] = False
+    audit_labels: Annotated[bool, Key(
+        "the audit also looks for mislabeled training examples: out-of-fold probabilities from audit_folds "
+        "trainings of this param file, then cleanlab's confident learning; writes label_issues.jsonl (implies "
+        "audit; see docs/reports.md#label-issues)")] = False
+    audit_folds: Annotated[int, Key("audit_labels: folds of the training set (stratified by label, seeded by "
+                                    "seed); each fold trains on the others and predicts itself", ge=2)] = 5
     max_grad_norm: Annotated[float, Key("clip the global gradient norm to this (0: no clipping)", ge=0)] = 1.0
     adam_epsilon: Annotated[float, Key("AdamW epsilon", gt=0)] = 1e-8
     seed: Annotated[int, Key("random seed of paddle, numpy and python (shuffling, dropout, init)", ge=0)] = 42

@@ -15,7 +15,8 @@ import os
 
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
-from appzoo.utils.files import read_json, write_text
+from appzoo.utils.files import read_json, read_jsonl, write_text
+from appzoo.reports import label_issues
 from appzoo.metrics import scalars
 
 #: mistakes listed per split (a class's most confident first); the rest are counted
@@ -128,6 +129,7 @@ def write(output_dir, metrics, labels, mistakes=None):
             body += ["<section>", *_split_section(split, metrics[split], labels, plots), "</section>"]
     body.append("</div>")
     body += _mistakes_section(mistakes or {})
+    body += _label_issues_section(RunFolder(output_dir))
     write_text(RunFolder(output_dir).report_html, page(f"Run report: {name}", body))
 
 
@@ -255,6 +257,32 @@ def _mistakes_section(mistakes):
                      f'<td class="num">{confidence}</td><td class="text">{text}</td>'
                      f'<td class="detail">{esc(r.get("detail") or "")}</td></tr>')
     return lines + ["</tbody></table>"]
+
+
+def _label_issues_section(folder):
+    """The audit's suspected mislabeled training examples (``trainer.audit_labels``): the note, the classes and
+    the first suspects, rarest given class first, as audit.md has them."""
+    if not (os.path.exists(folder.audit_json) and os.path.exists(folder.label_issues)):
+        return []
+    summary = read_json(folder.audit_json, "audit").get("labels")
+    if not summary:
+        return []
+    rows = label_issues.rare_first(read_jsonl(folder.label_issues), summary)[:label_issues.SHOWN]
+    lines = ["<h2>Label issues</h2>", f'<p class="note">{esc(summary["note"])}.</p>',
+             "<table><thead><tr><th>class</th><th>training examples</th><th>suspects</th><th>share</th></tr>"
+             "</thead><tbody>"]
+    lines += [f'<tr><td>{esc(c["class"])}</td><td class="num">{c["examples"]}</td><td class="num">{c["suspects"]}'
+              f'</td><td class="num">{c["share"]:.1%}</td></tr>' for c in summary["classes"]]
+    lines.append("</tbody></table>")
+    if rows:
+        lines += [f"<p>{len(rows)} of {summary['suspects']} suspects, rarest given class first; all of them: "
+                  f"<code>label_issues.jsonl</code>.</p>", "<table><thead><tr><th>rank</th><th>line</th>"
+                  "<th>given</th><th>suggested</th><th>score</th><th>text</th></tr></thead><tbody>"]
+        lines += [f'<tr><td class="num">{r["rank"]}</td><td>{esc(r["source"] or r["index"])}</td>'
+                  f'<td>{esc(label_issues.names(r["given"]))}</td><td>{esc(label_issues.names(r["suggested"]))}</td>'
+                  f'<td class="num">{r["score"]:.3f}</td><td class="text">{esc(r["text"])}</td></tr>' for r in rows]
+        lines.append("</tbody></table>")
+    return lines
 
 
 def _first(rows):

@@ -61,6 +61,11 @@ def _validate(config, do):
     data, reader_class, data_section = _dataset(config, model_class)
     modes = _modes(trainer, data)
     init_from = _init_from(trainer, modes, data)
+    if trainer.audit_labels and init_from is not None:  # a fold would start from weights that saw it
+        raise ConfigError(f"trainer.audit_labels: each fold trains from the model's initial weights, but "
+                          f"{init_from!r} (trainer.init_from, or the run's best/ for modes that do not train) "
+                          f"may have been trained on the very examples a fold holds out; run the audit without "
+                          f"init_from, and without eval, predict or export in the same command")
     encoder = model_section.pop("encoder", None)
     if encoder is None and init_from is None:
         raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
@@ -75,6 +80,8 @@ def _validate(config, do):
     check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
     reader.check_plan(data)
+    if trainer.audit_labels and reader.label_audit:
+        raise ConfigError(f"trainer.audit_labels: not for dataset_reader.type {data.type!r}: {reader.label_audit}")
     Sampler.check_plan(trainer, reader, data.type)
     model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
     metric, greater = _check_metric(trainer, reader)
@@ -161,7 +168,7 @@ def _modes(trainer, data):
     for mode, split in (("train", "train"), ("predict", "predict")):
         if mode in modes and not getattr(data, split):
             raise ConfigError(f"dataset_reader.{split}: required for trainer.do {mode!r}")
-    if trainer.audit and "audit" not in modes:
+    if (trainer.audit or trainer.audit_labels) and "audit" not in modes:
         modes = ["audit", *modes]
     return modes
 

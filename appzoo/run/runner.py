@@ -18,7 +18,7 @@ from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
 from appzoo.utils import files, progress
 from appzoo.run import interrupts
-from appzoo.reports import card, fidelity, mistakes, record, report
+from appzoo.reports import card, fidelity, label_issues, mistakes, record, report
 from appzoo.store.archive import RunFolder
 from appzoo.params.dataset import SPLITS
 from appzoo.errors import ConfigError, Interrupted
@@ -274,9 +274,20 @@ def _audit(plan, p, folder, is_main):
     trained = p.bundle
     report = audit(trained.reader, p.splits, p.features, trained.tokenizer, trained.labels, plan.data.max_seq_len,
                    plan.trainer.batch_size)
+    text = to_markdown(report, plan.source)
+    if plan.trainer.audit_labels:
+        from appzoo.run.label_folds import out_of_fold  # paddle, through the trainer: loaded by this audit alone
+
+        given, probs, multi = out_of_fold(plan, p, folder.label_folds)
+        rows, report["labels"] = label_issues.find(given, probs, multi, trained.labels, p.splits["train"],
+                                                   plan.trainer.audit_folds)
+        text += label_issues.to_markdown(report["labels"], rows)
+        if is_main:
+            files.write_jsonl(folder.label_issues, rows)
+            note(f"audit: {report['labels']['note']}; written {folder.label_issues}")
     if is_main:
         files.write_json(folder.audit_json, report)
-        files.write_text(folder.audit, to_markdown(report, plan.source))
+        files.write_text(folder.audit, text)
         for warning in report["warnings"]:
             note(f"audit: {warning}")
         for advice in report["what_to_try"]:

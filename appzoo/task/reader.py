@@ -12,6 +12,8 @@ import os
 from collections import Counter
 from typing import Annotated, Literal
 
+import numpy as np
+
 from appzoo.data.encoding import IGNORE_INDEX, collate
 from appzoo.params.keys import Key, check_args
 from appzoo.data.tabular import ON_BAD_LINE, TextFile, check_encoding
@@ -30,6 +32,9 @@ class DatasetReader:
     MODEL_KEYS = ()
     #: what encoding does to an input longer than max_seq_len: "cut" (its end is lost) or "windows"
     long_inputs = "cut"
+    #: why ``trainer.audit_labels`` cannot judge this task's labels (the plan refuses it with this reason); None:
+    #: it can, through :meth:`label_probabilities`
+    label_audit = None
 
     @check_args("dataset_reader")
     def __init__(self, encoding: Annotated[str, Key("codec of the data and label files, any Python codec name "
@@ -193,6 +198,21 @@ class DatasetReader:
             if value is not None:
                 counts.update(value if isinstance(value, list) else [value])
         return counts, list(labels)
+
+    def label_probabilities(self, examples, predictions, labels):
+        """``(given, probs, multi_label)`` for the audit's search for mislabeled examples
+        (``trainer.audit_labels``): the given label indices of ``examples`` (one int each; a list of them
+        where ``multi_label``) and ``[N, len(labels)]`` predicted probabilities in ``labels``' order; None where
+        the task has no per-example probabilities over its labels. By default an example's ``label`` (a name, or
+        a list of names) against its prediction's ``probs``: a classifier's, or a pointwise pair model's over
+        its two labels."""
+        if not examples or any("probs" not in p for p in predictions):
+            return None
+        index = {name: i for i, name in enumerate(labels)}
+        multi = isinstance(examples[0]["label"], list)
+        given = [[index[n] for n in e["label"]] if multi else index[e["label"]] for e in examples]
+        probs = np.stack([np.asarray(p["probs"], dtype="float64") for p in predictions])
+        return given, probs, multi
 
     def audit(self, splits, features, batch_size):
         """Task findings for ``--do audit`` (:mod:`appzoo.reports.audit`): a JSON-able

@@ -54,6 +54,9 @@ class SequenceLabelingReader(DatasetReader):
 
     default_metric = "micro_f1"
     long_inputs = "windows"  # a sentence longer than max_seq_len becomes overlapping windows
+    label_audit = ("a tagger's labels are per token and its units are entities, while the search for mislabeled "
+                   "examples judges one set of labels per example (docs/reports.md#label-issues says why cleanlab's "
+                   "token classification is not wired in yet)")
 
     @check_args("dataset_reader")
     def __init__(self, format: Annotated[Literal[FORMATS], Key(
