@@ -41,7 +41,8 @@ one box serving itself gets, not what the server gets from remote clients.
 The CPU time other processes used during the run is reported with the table.
 Prints a markdown table and writes it into ``docs/serving.md``, below its marker line (not with
 ``--quick``), ``output/serve_bench/serve_load.json`` and (not with ``--quick``)
-``benchmarks/results/serve_load.json``.
+``benchmarks/results/serve_load.json`` (``serve_load_int8_minilm.json`` for ``--precision int8 --models minilm``;
+give such a run its own ``--out``, since the section runs to the end of its file).
 """
 import argparse
 import datetime
@@ -86,6 +87,7 @@ MODELS = {
            ["--param_path", "examples/cls_e5_fc_ch.json", "--set", f"trainer.output_dir={WORK}/e5", *TRAIN],
            f"{WORK}/e5/best", ("data/cls/test.tsv", 0, 0)),
 }
+DEFAULT_MODELS = "tiny,minilm"
 SERVE_PACKAGES = PACKAGES + ("fastapi", "uvicorn", "httptools", "uvloop")  # the versions the report gives
 MAX_WAIT_MS = 5.0
 FULL_BATCH = 32
@@ -579,7 +581,7 @@ def _clip(command, width=110):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="tiny,minilm", help=f"comma-separated, of: {', '.join(MODELS)}")
+    parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated, of: {', '.join(MODELS)}")
     parser.add_argument("--requests", type=int, default=200, help="requests a concurrency level (default 200)")
     parser.add_argument("--concurrency", default="1,8,32", help="client counts (default 1,8,32)")
     parser.add_argument("--max-seconds", type=float, default=120, help="time cap of a level (default 120)")
@@ -653,9 +655,11 @@ def main():
               "batcher_overhead_us": overhead}
     text = report(result)
     print("\n" + text)
-    write_json(os.path.join(WORK, "serve_load.json"), result)
+    name = "".join(["serve_load", "" if args.precision == "fp32" else f"_{args.precision}",  # one file a run kind
+                    "" if args.models == DEFAULT_MODELS else "_" + "-".join(models), ".json"])
+    write_json(os.path.join(WORK, name), result)
     if not args.quick:
-        write_json(os.path.join("benchmarks", "results", "serve_load.json"), result)
+        write_json(os.path.join("benchmarks", "results", name), result)
     if out:
         put_section(out, DOC_MARKER, text)
         print(f"written to {out}")
