@@ -256,17 +256,14 @@ def _openai_routes(app, models, config):
         if model.embedding_size is None:
             embeddings.refuse(name, models.loaded)
         embeddings.check(model, dimensions)
-        if len(texts) > model.config.max_request_inputs:
-            raise Failure(422, f"input: {len(texts)} texts, more than max_request_inputs="
-                               f"{model.config.max_request_inputs} in one request; send them in several requests")
+        _check_count(model, "input", texts, "texts")
         try:
             with model.in_flight():  # a reload retires this model once its requests are answered
                 embedded, notes = await run_in_threadpool(model.embed, texts)
         except UserError as e:
             raise Failure(422, str(e)) from None
         except QueueFull as e:
-            model.on_refused("queue_full")
-            raise Failure(429, f"model {name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) from None
+            raise _busy(model, e) from None
         answer = embeddings.answer(name, embedded, encoding)
         if notes:
             answer["notes"] = notes
@@ -319,10 +316,7 @@ async def _predict(model, inputs, deadline=None):
     (:class:`~appzoo.serve.deadline.Deadline`; None: whenever) or refused with 504."""
     if not inputs:
         raise Failure(422, "inputs: empty list; give at least one input")
-    limit = model.config.max_request_inputs
-    if len(inputs) > limit:
-        raise Failure(422, f"inputs: {len(inputs)} inputs, more than max_request_inputs={limit} in one request; "
-                           f"send them in several requests")
+    _check_count(model, "inputs", inputs, "inputs")
     try:  # model.prepare refuses what no reader should see (appzoo.inference.predictor.check_inputs)
         with model.in_flight():
             prepared, notes = await run_in_threadpool(model.prepare, inputs)
@@ -340,15 +334,27 @@ async def _predict(model, inputs, deadline=None):
     except UserError as e:
         raise Failure(422, str(e)) from None
     except QueueFull as e:
-        model.on_refused("queue_full")
-        raise Failure(429, f"model {model.name!r} is busy: {e}; retry later", {"Retry-After": RETRY_AFTER}) \
-            from None
+        raise _busy(model, e) from None
     except (DeadlineExceeded, asyncio.TimeoutError):  # dropped from the queue, or still under way: not waited for
         model.on_refused("deadline")
         raise deadline.missed(model.name) from None
     except Exception as e:  # noqa: BLE001 - a bug of ours: a 500 here keeps the connection (the app-level
         # handler's answer is followed by uvicorn closing it and logging a traceback)
         raise Failure(500, f"internal error: {type(e).__name__}: {first_line(e)}") from None
+
+
+def _check_count(model, field, inputs, noun):
+    """Failure 422 for a request of more than ``max_request_inputs`` inputs (its ``field``, counted as ``noun``)."""
+    limit = model.config.max_request_inputs
+    if len(inputs) > limit:
+        raise Failure(422, f"{field}: {len(inputs)} {noun}, more than max_request_inputs={limit} in one request; "
+                           f"send them in several requests")
+
+
+def _busy(model, error):
+    """The 429 of a request ``model``'s full queue refused, counted in ``appzoo_refused_total``."""
+    model.on_refused("queue_full")
+    return Failure(429, f"model {model.name!r} is busy: {error}; retry later", {"Retry-After": RETRY_AFTER})
 
 
 def _field(body, name, accepted):
