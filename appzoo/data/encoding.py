@@ -60,8 +60,10 @@ def collate(features, pad_values):
 
     Every key that all features have becomes one array: a list value (token
     ids, positions, label sequences) is right-padded to the longest with
-    ``pad_values[key]`` (0 when not given) into ``[B, max_len]``; any other
-    value (a number, a tuple, an array) is stacked into ``[B, ...]``.
+    ``pad_values[key]`` (0 when not given) into ``[B, max_len]``; arrays whose
+    first dimension differs (a teacher's ``[words, C]`` logits) are padded
+    along it the same way into ``[B, max_len, ...]``; any other value (a
+    number, a tuple, arrays of one shape) is stacked into ``[B, ...]``.
     Integers become int64.
     """
     keys = [key for key in features[0] if all(key in f for f in features)]
@@ -70,6 +72,12 @@ def collate(features, pad_values):
         values = [f[key] for f in features]
         if isinstance(values[0], list):
             batch[key] = pad(values, pad_values.get(key, 0))
+        elif isinstance(values[0], np.ndarray) and values[0].ndim and len({v.shape for v in values}) > 1:
+            width = max(len(v) for v in values)
+            batch[key] = np.full((len(values), width, *values[0].shape[1:]), pad_values.get(key, 0),
+                                 dtype=values[0].dtype)
+            for i, value in enumerate(values):
+                batch[key][i, :len(value)] = value
         else:
             array = np.asarray(values)
             batch[key] = array.astype("int64") if np.issubdtype(array.dtype, np.integer) else array

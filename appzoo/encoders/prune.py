@@ -1,5 +1,6 @@
-"""``model.encoder.prune_vocab``: a pretrained encoder's vocabulary cut to the
-pieces of the run's data.
+"""A pretrained encoder cut down: ``model.encoder.prune_vocab``, its vocabulary cut to
+the pieces of the run's data; ``model.encoder.layers``, its first N layers only
+(:func:`keep_layers`: a faster student initialised from the teacher's lower layers).
 
 A multilingual SentencePiece vocabulary (250,002 pieces for XLM-R and
 multilingual-e5) is most of such an encoder: 96M of multilingual-e5-small's
@@ -78,3 +79,25 @@ def prune(encoder, tokenizer, ids):
     tokenizer.restrict(kept)
     after = sum(int(np.prod(p.shape)) for p in encoder.parameters())
     return kept, before, after
+
+
+def keep_layers(encoder, n):
+    """Keep the first ``n`` transformer layers of ``encoder`` (a PaddleNLP BERT- or
+    ERNIE-family model, whose ``encoder`` is a ``paddle.nn.TransformerEncoder`` or a
+    layer list); its config says ``n``, so the saved model reloads with ``n``. Returns
+    the number of layers it had. ConfigError for more layers than it has."""
+    import paddle
+
+    stack = encoder.encoder
+    layers = stack.layers if hasattr(stack, "layers") else stack
+    depth = len(layers)
+    if n > depth:
+        raise ConfigError(f"model.encoder.layers: {n} is more than the encoder's {depth} layers; "
+                          f"give 1 to {depth}, or null for all")
+    if hasattr(stack, "layers"):
+        stack.layers = paddle.nn.LayerList(list(layers)[:n])
+        stack.num_layers = n
+    else:
+        encoder.encoder = paddle.nn.LayerList(list(layers)[:n])
+    encoder.config.num_hidden_layers = n
+    return depth

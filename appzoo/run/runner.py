@@ -27,6 +27,7 @@ from appzoo.store.resolve import TRAIN_LONGER, changed_keys, trains_longer
 from appzoo.params.trainer import AUTO
 from appzoo.reports.audit import audit, to_markdown
 from appzoo.inference import export
+from appzoo.run.teacher import Teacher
 
 
 @dataclasses.dataclass
@@ -173,8 +174,12 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
     from appzoo.run.trainer import Trainer  # paddle: loaded by a run's modes; planning needs none
 
     cfg, p, trained = plan.trainer, prepared, prepared.bundle
+    teacher = None
+    if plan.distill is not None:
+        teacher = Teacher(plan.distill, trained, folder, p.splits["train"], num_threads=cfg.num_threads or None,
+                          bar=cfg.progress_bar)
     trainer = Trainer(trained, cfg, (plan.metric, plan.greater), [*_callbacks(plan, folder), *callbacks],
-                      started)
+                      started, teacher=teacher)
     metrics = {}
     if "audit" in plan.do:
         _audit(plan, p, folder, trainer.is_main)

@@ -16,6 +16,7 @@ import paddle
 
 from appzoo.run import callbacks as cb
 from appzoo.run import interrupts
+from appzoo.run.teacher import planned_indices
 from appzoo.inference import prediction
 from appzoo.data.sampler import Sampler
 from appzoo.errors import DivergedError, Interrupted
@@ -50,10 +51,12 @@ class Trainer:
     ``metric``: ``(name, greater_is_better)`` of the dev metric that chooses
     the best model (default: :meth:`TrainerConfig.dev_metric`); ``callbacks``:
     what is done with logs, the best model and checkpoints; ``started``: when
-    the run began (``time.time()``), for the wall time the state carries."""
+    the run began (``time.time()``), for the wall time the state carries;
+    ``teacher``: a distilled run's :class:`~appzoo.run.teacher.Teacher`."""
 
-    def __init__(self, bundle, config, metric=None, callbacks=(), started=None):
+    def __init__(self, bundle, config, metric=None, callbacks=(), started=None, teacher=None):
         self.bundle = bundle
+        self.teacher = teacher  # a distilled run's appzoo.run.teacher.Teacher: its logits, and the mixed loss
         self.model, self.reader = bundle.model, bundle.reader
         self.config = config
         self.metric, self.greater = metric or config.dev_metric(bundle.reader)
@@ -97,6 +100,8 @@ class Trainer:
                 self.state.epoch, self.state.step_in_epoch = self.state.epoch + 1, 0
             self._restore_best()
             return self.state
+        if self.teacher is not None:  # its logits of what the steps ahead will learn from
+            self.teacher.attach(train_features, planned_indices(self.sampler, self.state, total), self.is_main)
 
         bar = self._bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
                                    disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
@@ -202,6 +207,8 @@ class Trainer:
             with contextlib.nullcontext() if sync else self._train_model.no_sync():
                 with self._autocast():
                     out = self._train_model(**self._inputs(batch))
+                if self.teacher is not None:
+                    out = {**out, "loss": self.teacher.loss(out, batch)}
                 # GradCache models (appzoo.losses.grad_cache) return the loss detached and the parts whose
                 # gradients add up to its own, each built when it is back-propagated
                 share = self.sampler.loss_share(features) / len(micro_batches)

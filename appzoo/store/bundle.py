@@ -33,7 +33,7 @@ from appzoo.encoders import (build_encoder, check_saved_encoder, check_state_fil
                              saved_max_positions)
 from appzoo.utils.progress import note, quiet
 from appzoo.data.unigram import UnigramTokenizer
-from appzoo.encoders.prune import PRUNE, prune, read_keep_pieces, used_ids
+from appzoo.encoders.prune import PRUNE, keep_layers, prune, read_keep_pieces, used_ids
 from appzoo.registry import MODELS, READERS
 
 MODEL_FILE = "model_state.pdparams"
@@ -107,6 +107,9 @@ def build(plan, reader, splits, work_dir):
             reader.check_labels(splits[split], labels, getattr(plan.data, split))
     args = reader.model_args(labels, splits.get("train"))
     encoder, tokenizer = build_encoder(plan.encoder, lambda: reader.texts(splits["train"]), work_dir)
+    if plan.encoder.layers is not None:
+        depth = keep_layers(encoder, plan.encoder.layers)
+        note(f"note: model.encoder.layers: the first {plan.encoder.layers} of the encoder's {depth} layers kept")
     if plan.encoder.prune_vocab:
         _prune_to_data(plan, reader, splits, labels, encoder, tokenizer)
     model = plan.model_class(encoder=encoder, **args, **plan.model_kwargs)
@@ -235,11 +238,17 @@ def check(folder, key_path="trainer.init_from", max_seq_len=None):
                           f"{limit} or less")
 
 
+def saved_config(folder):
+    """The param tree a ``best/`` folder (checked by :func:`check`) was trained with."""
+    saved = read_json(os.path.join(folder, CONFIG_FILE), "config of a best/ folder")
+    return {"model": {}, "dataset_reader": {}, **saved}
+
+
 def check_fits(folder, model_type, reader_type, reader_class, reader_kwargs):
     """Plan time: the model saved in ``folder`` is loaded into the same model type,
     read by the same reader with the same
     :attr:`~appzoo.task.reader.DatasetReader.MODEL_KEYS`."""
-    saved = read_json(os.path.join(folder, CONFIG_FILE), "config of a best/ folder")
+    saved = saved_config(folder)
     saved_model = saved.get("model", {}).get("type")
     saved_reader = saved.get("dataset_reader", {}).get("type")
     if saved_model != model_type:

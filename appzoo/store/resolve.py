@@ -11,6 +11,7 @@ import json
 
 from appzoo.params.keys import with_defaults
 from appzoo.encoders import EncoderSpec
+from appzoo.params.distill import DistillConfig
 from appzoo.registry import LOSSES
 
 #: Trainer keys a resumed run may change: they do not alter what is trained.
@@ -37,6 +38,8 @@ def resolve(config, *, trainer, data, reader_class, reader_kwargs, model_class, 
         model["loss"] = resolve_loss(model["loss"])
     tree["model"] = {"type": tree["model"]["type"], "encoder": resolve_encoder(tree["model"].get("encoder")),
                      **model}
+    if tree.get("distill"):  # a distilled run: its teacher, temperature and weight, each written out
+        tree["distill"] = with_defaults(DistillConfig, tree["distill"])
     defaults = {}
     for section, target, supplied in (("trainer", type(trainer), ()), ("dataset_reader", type(data), ()),
                                       ("dataset_reader", reader_class, ()),

@@ -14,6 +14,7 @@ class RunFile:
     owner: object  # the module that owns its contents (relative to appzoo/), or None for a name no longer written
     holds: str
     audit: bool = False  # written by --do audit, which describes the data: a folder of only these holds no run
+    kept: bool = False  # a cache named by what it was computed from: a replaced run leaves it where it is
 
 
 RUN_FILES = (
@@ -38,6 +39,9 @@ RUN_FILES = (
             "trainer.audit_labels: folds.json and each fold's out-of-fold probabilities (fold-<i>.npy)", audit=True),
     RunFile("split_predictions", "predictions", "reports/mistakes.py", "predictions/<split>.jsonl of each evaluation"),
     RunFile("errors", "errors.md", "reports/mistakes.py", "what the model gets wrong most"),
+    RunFile("teacher", "teacher", "run/teacher.py",
+            "distill: the teacher's logits of the training examples (<key>.npz, the key naming the teacher and the "
+            "data), kept when the run is replaced; and the teacher's exported graph", kept=True),
     RunFile("run_record", "run_record.json", "reports/record.py",
             "the run's facts (record_version 1): data sha256, command, metrics, versions; --do reproduce reads it"),
     RunFile("model_card", "MODEL_CARD.md", "reports/card.py", "run_record.json as a model card a reviewer reads"),
@@ -46,7 +50,7 @@ RUN_FILES = (
             "in a reproduce/N/ folder: its metrics against the recorded ones"),
 )
 BY_KEY = {f.key: f for f in RUN_FILES}
-#: What a run writes into its folder; all of it is moved aside when a run is replaced.
-RUN_ARTIFACTS = tuple(f.name for f in RUN_FILES)
+#: What a run writes into its folder; all of it is moved aside when a run is replaced (a kept cache stays).
+RUN_ARTIFACTS = tuple(f.name for f in RUN_FILES if not f.kept)
 #: What ``--do audit`` writes: it describes the data, not a model, so a folder holding only these holds no run.
 AUDIT_FILES = tuple(f.name for f in RUN_FILES if f.audit)

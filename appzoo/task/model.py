@@ -30,6 +30,10 @@ class TaskModel(paddle.nn.Layer):
     #: what :meth:`text_embedding` gives, in a few words (``/v1/embeddings``, docs/serving.md), or None: the model
     #: embeds no text on its own (a cross-encoder reads two texts as one; a tagger gives a vector per token)
     EMBEDDING = None
+    #: what a teacher's softened logits are matched on when the model is distilled (appzoo.run.teacher):
+    #: "example" (one row of class logits per example), "word" (a row per word: a tagger's logits or CRF
+    #: emissions, aligned by words), or None: its outputs are no class logits (a siamese model's scores)
+    DISTILL = None
 
     @classmethod
     def check_config(cls, model_kwargs, known):
@@ -171,6 +175,7 @@ class PooledClassifier(TaskModel):
     multi-label (sigmoid, one logit per class), the loss taken from ``model.loss``."""
 
     LOSS_FAMILY = "classification"
+    DISTILL = "example"
 
     def __init__(self, encoder, num_labels, class_counts=None, multi_label=False,
                  loss: LossSection = None, dropout: Dropout = 0.1, pooling: Pooling = "cls", train_size=None):

@@ -100,6 +100,19 @@ class DatasetReader:
         :func:`~appzoo.data.encoding.encode_texts`."""
         raise NotImplementedError
 
+    def example_rows(self, examples, features, rows):
+        """Per-example rows (a teacher's logits, :mod:`appzoo.run.teacher`) from per-feature ``rows``: one
+        feature per example here; a reader whose features are parts of an example merges them."""
+        return list(rows)
+
+    def example_of(self, index, feature):
+        """The number of the example that feature ``index`` was encoded from."""
+        return index
+
+    def feature_rows(self, feature, example_row):
+        """The part of an example's row (:meth:`example_rows`) that ``feature`` covers: all of it here."""
+        return example_row
+
     def collate(self, features, pad_id):
         """One batch: a dict of numpy arrays named like the model's ``forward``
         arguments (the trainer passes only those a model takes). Token ids

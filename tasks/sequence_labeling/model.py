@@ -20,6 +20,7 @@ class _Tagger(TaskModel):
     READERS = ("sequence_labeling",)
     MODEL_ARGS = ("encoder", "num_labels", "class_counts", "tag_names", "scheme")
     LOSS_FAMILY = "classification"
+    DISTILL = "word"  # the first piece of each word's logits (a CRF's emissions)
 
     def __init__(self, encoder, num_labels, dropout):
         super().__init__()

@@ -297,6 +297,18 @@ class SequenceLabelingReader(DatasetReader):
                               f"got {self.window_overlap}")
         return window_features(examples, tokenizer, labels, max_seq_len, self.window_overlap, split)
 
+    def example_rows(self, examples, features, rows):
+        """Each sentence's per-word rows (``[words, C]`` logits), its windows' rows merged as predictions are."""
+        return merge_windows(examples, features, rows)
+
+    def example_of(self, index, feature):
+        return feature["example"]
+
+    def feature_rows(self, feature, example_row):
+        """The rows of the window's words."""
+        start, end = feature["span"]
+        return example_row[start:end]
+
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):
         """Merge window predictions: each token takes the tag of the window in

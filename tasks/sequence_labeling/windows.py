@@ -50,8 +50,11 @@ def window_features(examples, tokenizer, labels, max_seq_len, overlap, split):
 
 def merge_windows(examples, features, rows):
     """Each sentence's tag indices from its windows' ``rows``: each token takes
-    the tag of the window in which it is farthest from a cut edge."""
-    tags = [np.full(len(e["tokens"]), -1, dtype="int64") for e in examples]
+    the tag of the window in which it is farthest from a cut edge. A row may hold
+    an array per token (a window's ``[words, C]`` logits): the sentence's rows are
+    then ``[tokens, C]``."""
+    first = np.asarray(rows[0]) if len(rows) else np.zeros(0, "int64")
+    tags = [np.full((len(e["tokens"]), *first.shape[1:]), -1, dtype=first.dtype) for e in examples]
     context = [np.full(len(e["tokens"]), -1, dtype="int64") for e in examples]
     for feature, row in zip(features, rows):
         number, (start, end) = feature["example"], feature["span"]
@@ -63,8 +66,8 @@ def merge_windows(examples, features, rows):
         better = score > context[number][start:end]
         tags[number][start:end][better] = np.asarray(row[:end - start])[better]
         context[number][start:end][better] = score[better]
-    for example, ids in zip(examples, tags):
-        if (ids < 0).any():  # an encode/decode bug, never the user's data
+    for example, seen in zip(examples, context):
+        if (seen < 0).any():  # an encode/decode bug, never the user's data
             raise RuntimeError(f"{example['path']}:{example['line']}: a token got no prediction")
     return tags
 
