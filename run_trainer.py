@@ -125,7 +125,7 @@ def main(argv=None):
         if do == ["reproduce"]:
             from appzoo.run.reproduce import reproduce
 
-            return reproduce(config, args.param_path, argv)
+            return reproduce(config, args.param_path, argv, args.set)
         command = shlex.join(["python", "run_trainer.py", *argv])  # for the results of a search or sweep
         if args.search is not None:
             from appzoo.search import run_search

@@ -165,6 +165,45 @@ def test_reproduce_gives_bit_identical_metrics_and_refuses_a_changed_data_file(r
     assert sorted(os.listdir(os.path.join(out, "reproduce"))) == ["1"]  # nothing written for the refused one
 
 
+@pytest.mark.slow  # trains (the module's one run, shared with the tests above)
+def test_reproduce_refuses_a_param_file_whose_settings_differ_from_the_runs(run, tmp_path, capsys, monkeypatch):
+    out, data, _ = run
+    config = os.path.join(out, "config.json")
+    reproductions = os.path.join(out, "reproduce")
+    done = sorted(os.listdir(reproductions)) if os.path.isdir(reproductions) else []
+    # the example the run was made from, without the run's --set: the reproduction would silently ignore them
+    assert run_trainer.main(["--param_path", EXAMPLE, "--set", f"trainer.output_dir={out}", "--do", "reproduce"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --do reproduce: {EXAMPLE}: dataset_reader.dev is {os.path.abspath('data/cls/dev.tsv')!r}, but the "
+        f"run in {out} was trained with {str(data / 'dev.tsv')!r} ({config}); a reproduction re-runs the recorded "
+        f"settings, so give its config.json as --param_path; to train with these settings, run without --do "
+        f"reproduce\n")
+    # a copy of the run's settings that differs in one key deep in a section
+    settings = json.loads(read(config))
+    settings["model"]["loss"]["gamma"] = 5.0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(settings), encoding="utf-8")
+    assert run_trainer.main(["--param_path", str(other), "--do", "reproduce"]) == 2
+    assert f"error: --do reproduce: {other}: model.loss.gamma is 5.0, but the run in {out} was trained with " \
+           in capsys.readouterr().err
+    assert (sorted(os.listdir(reproductions)) if os.path.isdir(reproductions) else []) == done  # nothing written
+
+    # the same settings from another file (and another output_dir, set back by --set) pass on to the re-run
+    class Reached(Exception):
+        pass
+
+    def reached(plan):
+        raise Reached(plan.trainer.output_dir)
+
+    settings = json.loads(read(config))
+    settings["trainer"]["output_dir"] = "elsewhere"
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(settings), encoding="utf-8")
+    monkeypatch.setattr("appzoo.run.reproduce.run", reached)
+    with pytest.raises(Reached):
+        run_trainer.main(["--param_path", str(same), "--set", f"trainer.output_dir={out}", "--do", "reproduce"])
+
+
 def test_the_auc_bootstrap_is_scikit_learns_auc_on_each_resample():
     from sklearn.metrics import roc_auc_score
 
@@ -200,6 +239,18 @@ def test_reproduce_without_a_record_or_with_another_mode_is_one_line(tmp_path, c
         "error: --do 'reproduce,eval': reproduce runs alone (it re-runs the finished run in trainer.output_dir into "
         "a new folder); run the other modes first, then --do reproduce\n")
     assert os.listdir(out) == []
+
+
+def test_reproduce_refuses_a_set_other_than_the_output_dir(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["--param_path", EXAMPLE, "--set", f"trainer.output_dir={out}", "--set", "trainer.seed=1",
+            "--set", "model.loss.gamma=3", "--do", "reproduce"]
+    assert run_trainer.main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: --do reproduce: --set trainer.seed=1 --set model.loss.gamma=3: a reproduction re-runs the recorded "
+        f"settings ({out}/config.json); only trainer.output_dir, which names the run, may be set; to train with "
+        f"other settings, run without --do reproduce\n")
+    assert not out.exists()
 
 
 def test_a_reproduction_elsewhere_states_each_difference():

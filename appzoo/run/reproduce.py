@@ -7,7 +7,12 @@ still has its recorded sha256. The new run's metrics are compared with the
 recorded ones: "bit-identical" when every dev and test metric is equal and the versions, the machine, the
 code's commit and its uncommitted changes are the same; otherwise each difference is stated, with the facts
 that differ (:func:`appzoo.reports.record.environment`).
+
+A reproduction re-runs the recorded settings and nothing else: a ``--set`` other than ``trainer.output_dir``
+(which names the run), or a param file whose settings differ from the run's ``config.json``, is refused
+before anything runs, rather than silently ignored.
 """
+import copy
 import os
 
 from appzoo.errors import DataError, UserError
@@ -24,19 +29,24 @@ from appzoo.utils.progress import note
 
 #: metrics that measure the machine's speed, not the model: never compared
 TIMING = ("time", "per_second")
+#: the one key a reproduction takes from the command line: it names the run to reproduce
+NAMES_THE_RUN = "trainer.output_dir"
 
 
-def reproduce(config, param_path, argv=()):
+def reproduce(config, param_path, argv=(), overrides=()):
     """Re-run the run in ``config``'s ``trainer.output_dir``; print and return 0 (the comparison is in
-    ``reproduce.json`` of the new folder). UserError (exit 2) when there is no record or a data file changed."""
+    ``reproduce.json`` of the new folder). UserError (exit 2) when there is no record, a data file changed, or
+    ``overrides`` (the ``--set`` items) or the param file ``config`` ask for settings other than the recorded ones."""
     root = (config.get("trainer") or {}).get("output_dir", TrainerConfig.output_dir)
     folder = RunFolder(root)
+    _check_overrides(overrides, folder)
     recorded = _record(folder)
     _check_data(recorded, root)
     target = _next_folder(folder)
     do = (recorded.get("trained_by") or {}).get("do") or recorded["do"]  # the training's modes, not a later eval's
     settings = _settings(folder, do, recorded, target)
     plan = validate(settings, folder.config, do=list(do))
+    _check_param_file(config, param_path, folder, recorded, plan, do)
     plan.command = {"argv": list(argv), "overrides": [], "reproduces": os.path.abspath(root)}
     run(plan)
     comparison = compare(recorded, records.read(RunFolder(target)), root, target)
@@ -59,6 +69,53 @@ def _record(folder):
         raise UserError(f"--do reproduce: {folder.run_record}: this run did not train (do: {recorded.get('do')}); "
                         f"reproduce the run that trained the model")
     return recorded
+
+
+def _check_overrides(overrides, folder):
+    """Refuse every ``--set`` but :data:`NAMES_THE_RUN`: the reproduction would run without it."""
+    ignored = [item for item in overrides if item.partition("=")[0].strip() != NAMES_THE_RUN]
+    if ignored:
+        sets = " ".join(f"--set {item}" for item in ignored)
+        raise UserError(f"--do reproduce: {sets}: a reproduction re-runs the recorded settings ({folder.config}); "
+                        f"only {NAMES_THE_RUN}, which names the run, may be set; to train with other settings, "
+                        f"run without --do reproduce")
+
+
+def _check_param_file(config, param_path, folder, recorded, plan, do):
+    """Refuse a param file other than the run's ``config.json`` whose settings (resolved, every default written
+    out, as the run's ``plan`` is) differ from the recorded ones, naming the first key that differs: the
+    reproduction would run without it. The keys :func:`_as_rerun` sets (output_dir and how the run is written)
+    may differ; paths in the file are read from this working folder."""
+    if param_path and os.path.isfile(param_path) and os.path.samefile(param_path, folder.config):
+        return  # the recorded settings themselves (its relative paths are the run's, not this folder's)
+    given = _as_rerun(config, do, plan.trainer.output_dir)
+    for key in {*(f"dataset_reader.{split}" for split in SPLITS), *_recorded_files(recorded)}:
+        if isinstance(get_key(given, key), str):  # as the run's own are: absolute
+            set_key(given, key, os.path.abspath(get_key(given, key)), "--do reproduce")
+    differs = _first_difference(plan.config, validate(given, param_path, do=list(do)).config)
+    if differs:
+        key, was, now = differs
+        raise UserError(f"--do reproduce: {param_path}: {key} is {now!r}, but the run in {folder.root} was "
+                        f"trained with {was!r} ({folder.config}); a reproduction re-runs the recorded settings, "
+                        f"so give its config.json as --param_path; to train with these settings, run without "
+                        f"--do reproduce")
+
+
+def _first_difference(recorded, given, prefix=""):
+    """``(key path, recorded value, given value)`` of the first key (in sorted order) where two param trees
+    differ, or None when they are equal."""
+    if not (isinstance(recorded, dict) and isinstance(given, dict)):
+        return None if recorded == given else (prefix, recorded, given)
+    missing = object()
+    for name in sorted({*recorded, *given}):
+        was, now = recorded.get(name, missing), given.get(name, missing)
+        key = f"{prefix}.{name}" if prefix else name
+        if was is missing or now is missing:
+            return key, None if was is missing else was, None if now is missing else now
+        differs = _first_difference(was, now, key)
+        if differs:
+            return differs
+    return None
 
 
 def _recorded_files(recorded):
@@ -87,12 +144,19 @@ def _next_folder(folder):
     return os.path.join(parent, str(max(taken, default=0) + 1))
 
 
+def _as_rerun(config, do, target):
+    """A copy of the param tree ``config`` that runs into ``target``, from scratch, with the training's modes
+    ``do``: the keys that name the run and say how to write it, which a reproduction sets itself."""
+    settings = copy.deepcopy(config)
+    trainer = settings.setdefault("trainer", {})
+    trainer.update(output_dir=target, resume=False, overwrite_output_dir=False, do=list(do))
+    return settings
+
+
 def _settings(folder, do, recorded, target):
     """The run's resolved settings, into ``target``, from scratch, on the recorded data files (absolute: the
     run may have been made from another working directory)."""
-    settings = files.read_json(folder.config, "the run's resolved settings")
-    trainer = settings.setdefault("trainer", {})
-    trainer.update(output_dir=target, resume=False, overwrite_output_dir=False, do=list(do))
+    settings = _as_rerun(files.read_json(folder.config, "the run's resolved settings"), do, target)
     data = settings.setdefault("dataset_reader", {})
     cwd = (recorded.get("trained_by") or recorded.get("command") or {}).get("cwd") or os.getcwd()
     for split in SPLITS:  # a split the run did not read (predict, by an eval-only run) is taken from its folder
