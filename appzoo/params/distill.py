@@ -25,5 +25,5 @@ class DistillConfig:
         "1 - alpha (1: learn from the teacher alone)", ge=0, le=1)] = 0.5
     teacher_engine: Annotated[Literal[TEACHER_ENGINES], Key(
         "what the teacher runs on, once per training example, its logits cached in the run's teacher/ folder: "
-        "auto (ONNX Runtime, checked against the Paddle model on the first examples, else the Paddle model), or "
-        "an engine")] = "auto"
+        "auto (ONNX Runtime, checked against the Paddle model on the first examples, else the Paddle model; the "
+        "Paddle model for fewer than 1,024 examples, where the export costs more than it saves), or an engine")] = "auto"

@@ -49,6 +49,10 @@ def _model(record):
     lines = ["## Model", "", f"- model: {literal(record['model'])}",
              f"- encoder: {literal(encoder['kind'])}, {literal(encoder['source'])}",
              f"- encoder licence: {literal(encoder['licence'])}"]
+    distill = record.get("distill")
+    if distill:
+        lines.append(f"- distilled from: {literal(distill['teacher'])} (temperature {distill['temperature']:g}, "
+                     f"soft-loss weight {distill['alpha']:g}; the teacher's logits: {literal(distill['engine'])})")
     if best.get("step") is not None:
         lines.append(f"- best checkpoint: step {best['step']}" + (
             f", dev {literal(best['metric'])} = {best['value']:.4f}" if best.get("value") is not None else ""))

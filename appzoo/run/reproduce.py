@@ -22,6 +22,7 @@ from appzoo.params.trainer import TrainerConfig
 from appzoo.reports import record as records
 from appzoo.run.plan import validate
 from appzoo.run.runner import run
+from appzoo.store import bundle as bundles
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
 from appzoo.utils import files
@@ -125,7 +126,15 @@ def _recorded_files(recorded):
 
 def _check_data(recorded, root):
     """Refuse, in one line, a data file (or a label file, an encoder config) that is gone or whose bytes
-    changed since the run."""
+    changed since the run, or a distilled run's teacher whose files changed."""
+    distill = recorded.get("distill")
+    if distill:
+        teacher = distill["abs_path"]
+        now = bundles.digest(teacher) if os.path.isdir(teacher) else None
+        if now != distill["digest"]:
+            raise DataError(f"--do reproduce: distill.teacher: {teacher} {'changed' if now else 'is gone'} since the "
+                            f"run in {root} (recorded digest {distill['digest']}{f', now {now}' if now else ''}); "
+                            f"reproduce with the same teacher")
     for key, data in _recorded_files(recorded).items():
         path = data["abs_path"]
         if not os.path.isfile(path):

@@ -38,6 +38,7 @@ class Prepared:
     splits: dict  # split -> examples
     features: dict  # split -> features
     work_dir: object  # a TemporaryDirectory holding a from-scratch vocabulary until the run ends
+    teacher: object = None  # a distilled run's appzoo.run.teacher.Teacher (None: no teacher, or alpha 0)
 
     def cleanup(self):
         """Remove the from-scratch vocabulary's temporary folder (the saved run has its own copy)."""
@@ -127,11 +128,24 @@ def prepare(plan):
         trained = bundles.build(plan, reader, splits, work_dir and work_dir.name)
         features = {s: reader.encode(ex, trained.tokenizer, trained.labels, data.max_seq_len, s)
                     for s, ex in splits.items()}
+        teacher = _teacher(plan, trained, splits)
     except BaseException:
         if work_dir is not None:
             work_dir.cleanup()
         raise
-    return Prepared(trained, splits, features, work_dir)
+    return Prepared(trained, splits, features, work_dir, teacher)
+
+
+def _teacher(plan, trained, splits):
+    """A distilled run's teacher, loaded and checked against the student's labels (nothing run yet)."""
+    if plan.distill is None:
+        return None
+    if plan.distill.alpha == 0:
+        note("note: distill.alpha is 0: the student learns from the labels alone, and the teacher is not run")
+        return None
+    cfg = plan.trainer
+    return Teacher(plan.distill, trained, RunFolder(cfg.output_dir), splits["train"],
+                   num_threads=cfg.num_threads or None, bar=cfg.progress_bar)
 
 
 # ---------------------------------------------------------------------- resume
@@ -174,12 +188,8 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
     from appzoo.run.trainer import Trainer  # paddle: loaded by a run's modes; planning needs none
 
     cfg, p, trained = plan.trainer, prepared, prepared.bundle
-    teacher = None
-    if plan.distill is not None:
-        teacher = Teacher(plan.distill, trained, folder, p.splits["train"], num_threads=cfg.num_threads or None,
-                          bar=cfg.progress_bar)
     trainer = Trainer(trained, cfg, (plan.metric, plan.greater), [*_callbacks(plan, folder), *callbacks],
-                      started, teacher=teacher)
+                      started, teacher=p.teacher)
     metrics = {}
     if "audit" in plan.do:
         _audit(plan, p, folder, trainer.is_main)

@@ -13,7 +13,9 @@ key naming the teacher's weights (:func:`appzoo.store.bundle.digest`), the train
 a resumed run, a re-run in the same folder or one asking for more examples computes only what is missing, and a
 changed teacher or data never reuses a stale file. ``teacher_engine: auto`` runs the teacher on ONNX Runtime
 when its logits agree with the Paddle model's on the first examples (same label everywhere, within 1e-3),
-else on the Paddle model; the graph is exported into ``teacher/``, never into the teacher's own folder.
+else on the Paddle model, and on the Paddle model when it has fewer than :data:`AUTO_EXPORT_FROM` examples to
+label (the export would cost more than it saves); the graph is exported into ``teacher/graph/``, never into the
+teacher's own folder.
 
 The loss (:meth:`Teacher.loss`): ``(1 - alpha) * hard + alpha * T^2 KL(softmax(t / T) || softmax(s / T))``
 (:func:`appzoo.losses.kl.distillation_loss`), the KL over a tagger's real words only.
@@ -36,6 +38,9 @@ from appzoo.utils.progress import note, progress
 KEY = "teacher_logits"
 CHUNK = 2048  # examples per saved chunk: a killed run loses at most this much of the teacher's work
 AGREE_EXAMPLES = 32  # teacher_engine auto: ONNX Runtime is checked against the Paddle model on these
+#: teacher_engine auto: fewer examples to label than this run on the Paddle model, where exporting the teacher to
+#: ONNX and checking it (seconds for a 12-layer encoder) would cost more than ONNX Runtime saves
+AUTO_EXPORT_FROM = 1024
 AGREE_TOLERANCE = 1e-3
 
 
@@ -81,6 +86,7 @@ class Teacher:
             features[i][KEY] = reader.feature_rows(features[i], rows[reader.example_of(i, features[i])])
 
     def _compute(self, missing, rows, is_main):
+        self._missing = len(missing)
         predictor = self._predictor(missing[:AGREE_EXAMPLES])
         chunks = [missing[i:i + CHUNK] for i in range(0, len(missing), CHUNK)]
         for chunk in progress(chunks, desc="teacher", unit="chunk", disable=not self.bar or len(chunks) < 2):
@@ -106,6 +112,9 @@ class Teacher:
             self.engine_used = choice
             return Predictor(self.spec.teacher, engine=choice, **options)
         dygraph = Predictor(self.spec.teacher, engine="dygraph", **options)
+        if self._missing < AUTO_EXPORT_FROM:
+            self.engine_used = "dygraph"
+            return dygraph
         try:
             fast = Predictor(self.spec.teacher, engine="onnxruntime", **options)
         except Exception as e:  # noqa: BLE001 - no onnxruntime, or an export it cannot run: the Paddle model labels
