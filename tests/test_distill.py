@@ -169,7 +169,8 @@ def test_a_distilled_classifier_resumes_exactly_and_its_teacher_runs_once_per_ex
     assert calls == [] and not os.path.exists(os.path.join(alone, "teacher"))
     assert any(not np.array_equal(v, _weights(alone)[k]) for k, v in _weights(straight).items())
     config = read_json(os.path.join(straight, "config.json"))
-    assert config["distill"] == {"teacher": cls_teacher, "temperature": 3.0, "alpha": 0.7, "teacher_engine": "auto"}
+    assert config["distill"] == {"teacher": cls_teacher, "temperature": 3.0, "alpha": 0.7, "transfer": None,
+                                 "teacher_engine": "auto"}
     record = read_json(os.path.join(straight, "run_record.json"))["distill"]
     assert (record["teacher"], record["temperature"], record["alpha"], record["engine"]) == (cls_teacher, 3.0, 0.7,
                                                                                              "cached")
@@ -278,3 +279,31 @@ def test_each_distill_refusal_is_one_line(teachers, tmp_path, capsys):
         f"error: distill.teacher: '{cls_teacher}' predicts the labels ['finance', 'health', 'sports', 'tech'], this "
         f"run's data has ['finance', 'health', 'sports', 'technology']: a teacher's outputs are matched label by "
         f"label, so both must have the same labels in the same order")
+
+
+@pytest.mark.slow  # trains
+def test_a_transfer_file_is_labelled_by_the_teacher_and_learnt_on(teachers, tmp_path, capsys):
+    cls_teacher, _ = teachers
+    with open("data/cls/dev.tsv", encoding="utf-8") as f:
+        texts = [line.split("\t")[0] for line in f.read().splitlines()[1:81]]
+    transfer = tmp_path / "unlabelled.tsv"
+    transfer.write_text("".join(t + "\n" for t in texts), encoding="utf-8")  # the text column alone
+    out = str(tmp_path / "student")
+    capsys.readouterr()
+    assert _student(CLS, out, cls_teacher, "--set", "trainer.max_steps=3", "--set", f"distill.transfer={transfer}",
+                    "--set", "trainer.batch_size=512") == 0
+    assert f"note: distill.transfer: the teacher labels 80 input(s) of {transfer}" in capsys.readouterr().out
+    (cache,) = glob.glob(os.path.join(out, "teacher", "*.npz"))
+    with np.load(cache) as saved:
+        numbers = saved["examples"].tolist()
+    assert set(range(1200, 1280)) <= set(numbers)  # numbered after the 1,200 training examples
+    assert len(numbers) == 1280  # 3 steps of 512 over 1,280 features: every one of them planned
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    capsys.readouterr()
+    assert _student(CLS, str(tmp_path / "none"), cls_teacher, "--set", f"distill.transfer={empty}") == 2
+    assert capsys.readouterr().err.strip() == f"error: distill.transfer: {empty} holds no inputs"
+    assert _student(CLS, str(tmp_path / "none"), cls_teacher, "--set", f"distill.transfer={tmp_path}/no.tsv") == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {CLS}: distill.transfer: no such file '{tmp_path}/no.tsv' (a file of unlabelled inputs in the "
+        f"training file's format)")

@@ -51,5 +51,5 @@ def test_a_sixth_section_is_read_checked_and_described(sixth, tmp_path):
 
 def test_without_the_row_the_section_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"card: unknown section \(accepted: dataset_reader, model, trainer, "
-                                          r"serve, search\)"):
+                                          r"serve, search, distill\)"):
         load_param_file(_config(tmp_path, {}))

@@ -23,6 +23,11 @@ class DistillConfig:
     alpha: Annotated[float, Key(
         "weight of the soft loss (KL divergence to the teacher's softened outputs); the hard-label loss gets "
         "1 - alpha (1: learn from the teacher alone)", ge=0, le=1)] = 0.5
+    transfer: Annotated[Optional[str], Key(
+        "a file of unlabelled inputs in the training file's format (read as a predict file: a label there is not "
+        "used), which the student learns on as well, each labelled by the teacher: its prediction is the hard "
+        "label (per word for a tagger), its logits the soft targets (Hinton et al.'s transfer set)",
+        nonempty=True)] = None
     teacher_engine: Annotated[Literal[TEACHER_ENGINES], Key(
         "what the teacher runs on, once per training example, its logits cached in the run's teacher/ folder: "
         "auto (ONNX Runtime, checked against the Paddle model on the first examples, else the Paddle model; the "

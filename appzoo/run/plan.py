@@ -133,6 +133,9 @@ def _distill(config, trainer, modes, model_class, model_type, data, reader_class
     if trainer.audit_labels:
         raise ConfigError("trainer.audit_labels: a fold's model is scored on the examples it did not learn from, "
                           "but with distill it learns them from a teacher that saw them; audit without distill")
+    if distill.transfer is not None and not os.path.isfile(distill.transfer):
+        raise ConfigError(f"distill.transfer: no such file {distill.transfer!r} (a file of unlabelled inputs in the "
+                          f"training file's format)")
     bundle.check(distill.teacher, "distill.teacher")
     saved = bundle.saved_config(distill.teacher)
     teacher_type, teacher_reader = saved["model"].get("type"), saved["dataset_reader"].get("type")

@@ -136,11 +136,20 @@ def prepare(plan):
     return Prepared(trained, splits, features, work_dir, teacher)
 
 
+def _training_features(plan, p, trainer):
+    """The training features, and after them a distilled run's transfer inputs labelled by its teacher."""
+    if p.teacher is None or not p.teacher.transfer:
+        return p.features["train"]
+    trained, labelled = p.bundle, p.teacher.labelled_transfer(trainer.is_main)
+    return trained.reader.encode(p.splits["train"] + labelled, trained.tokenizer, trained.labels,
+                                 plan.data.max_seq_len, "train and transfer")
+
+
 def _teacher(plan, trained, splits):
     """A distilled run's teacher, loaded and checked against the student's labels (nothing run yet)."""
     if plan.distill is None:
         return None
-    if plan.distill.alpha == 0:
+    if plan.distill.alpha == 0 and not plan.distill.transfer:
         note("note: distill.alpha is 0: the student learns from the labels alone, and the teacher is not run")
         return None
     cfg = plan.trainer
@@ -204,7 +213,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
             trainer.history = rows
         trainer.state.train_sha256 = files.file_sha256(plan.data.train)
         dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
-        state = trainer.train(p.features["train"], dev, resume=resume)
+        state = trainer.train(_training_features(plan, p, trainer), dev, resume=resume)
         if resume and state.finished and state.global_step == resume_step:
             note(f"note: the run in {cfg.output_dir} had finished (step {state.global_step}); "
                  f"trainer.resume trains no further")

@@ -49,7 +49,12 @@ class Teacher:
     ``bundle``, the run ``folder``, the training ``examples``; ``num_threads`` of its engine."""
 
     def __init__(self, spec, bundle, folder, examples, *, num_threads=None, batch_size=64, bar=False):
-        self.spec, self.student, self.examples = spec, bundle, examples
+        self.spec, self.student = spec, bundle
+        self.trained_on = len(examples)  # the labelled ones; the transfer inputs follow them, numbered on
+        self.transfer = bundle.reader.read(spec.transfer, "predict") if spec.transfer else []
+        if spec.transfer and not self.transfer:
+            raise DataError(f"distill.transfer: {spec.transfer} holds no inputs")
+        self.examples = list(examples) + self.transfer
         self.root = folder.teacher
         self.num_threads, self.batch_size, self.bar = num_threads, batch_size, bar
         self.teacher = bundles.load(spec.teacher, "distill.teacher")
@@ -66,6 +71,21 @@ class Teacher:
             content.update(json.dumps(example, sort_keys=True, ensure_ascii=False, default=str).encode())
         key = {"teacher": teacher_digest, "examples": content.hexdigest(), "engine": self.spec.teacher_engine}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+    # ---- the transfer set -----------------------------------------------------
+    def labelled_transfer(self, is_main=True):
+        """The transfer inputs (``distill.transfer``), each with the teacher's prediction as its label (the
+        argmax of its logits; per word for a tagger), to be encoded after the training examples: their
+        numbers in :attr:`examples` follow the training examples'."""
+        numbers = range(self.trained_on, len(self.examples))
+        rows = self._load()
+        missing = [n for n in numbers if n not in rows]
+        if missing:
+            note(f"note: distill.transfer: the teacher labels {len(missing):,} input(s) of {self.spec.transfer}")
+            self._compute(missing, rows, is_main)
+        labels = self.student.labels
+        return [self.student.reader.with_prediction(example, rows[n], labels)
+                for n, example in zip(numbers, self.transfer)]
 
     # ---- the teacher's rows, once per example --------------------------------
     def attach(self, features, indices, is_main=True):
@@ -174,11 +194,10 @@ class Teacher:
 
         from appzoo.losses.kl import distillation_loss  # paddle: the plan imports this module, and needs none
 
-        logits = out["logits"]
-        teacher = paddle.to_tensor(batch[KEY])
+        logits, teacher = out["logits"], batch[KEY]  # the batch's tensors
         mask = None
         if logits.ndim == 3:  # a tagger: [B, words, C], the real words of each row
-            lengths = paddle.to_tensor(batch["lengths"]).reshape([-1, 1])
+            lengths = batch["lengths"].reshape([-1, 1])
             mask = paddle.arange(logits.shape[1], dtype=lengths.dtype).reshape([1, -1]) < lengths
             teacher = teacher[:, :logits.shape[1]]
         soft = distillation_loss(logits, teacher, temperature=self.spec.temperature, mask=mask)

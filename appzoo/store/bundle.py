@@ -132,6 +132,12 @@ def _prune_to_data(plan, reader, splits, labels, encoder, tokenizer):
             examples = splits[split] if split in splits else reader.read(path, split)
             encoded.append(reader.encode(examples, tokenizer, labels, plan.data.max_seq_len, split))
         names.append(split)
+    transfer = plan.distill.transfer if plan.distill is not None else None
+    if transfer:  # the student reads them too (appzoo.run.teacher)
+        with quiet():
+            encoded.append(reader.encode(reader.read(transfer, "predict"), tokenizer, labels, plan.data.max_seq_len,
+                                         "transfer"))
+        names.append(transfer)
     ids = used_ids(encoded)
     if plan.encoder.keep_pieces:
         ids.update(read_keep_pieces(plan.encoder.keep_pieces, tokenizer))

@@ -105,6 +105,11 @@ class DatasetReader:
         feature per example here; a reader whose features are parts of an example merges them."""
         return list(rows)
 
+    def with_prediction(self, example, row, labels):
+        """A copy of an unlabelled ``example`` labelled by the argmax of its logits ``row`` (a teacher's, on a
+        transfer input: :mod:`appzoo.run.teacher`)."""
+        return {**example, "label": labels[int(np.argmax(row))]}
+
     def example_of(self, index, feature):
         """The number of the example that feature ``index`` was encoded from."""
         return index

@@ -301,6 +301,10 @@ class SequenceLabelingReader(DatasetReader):
         """Each sentence's per-word rows (``[words, C]`` logits), its windows' rows merged as predictions are."""
         return merge_windows(examples, features, rows)
 
+    def with_prediction(self, example, row, labels):
+        """Each word tagged by the argmax of its row (a CRF teacher's emissions: its Viterbi path may differ)."""
+        return {**example, "tags": [labels[int(j)] for j in np.asarray(row).argmax(-1)]}
+
     def example_of(self, index, feature):
         return feature["example"]
 
