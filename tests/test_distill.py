@@ -161,6 +161,14 @@ def test_a_distilled_classifier_resumes_exactly_and_its_teacher_runs_once_per_ex
     calls.clear()
     assert _student(CLS, straight, cls_teacher, *steps, "--set", "trainer.overwrite_output_dir=true") == 0
     assert calls == [] and glob.glob(os.path.join(straight, "teacher", "*.npz")) == cache
+    with open(cache[0], "r+b") as f:  # a damaged cache (a full disk, say) is computed again, never trusted
+        f.truncate(os.path.getsize(cache[0]) // 2)
+    capsys.readouterr()
+    assert _student(CLS, straight, cls_teacher, *steps, "--set", "trainer.overwrite_output_dir=true") == 0
+    assert f"note: distill: {cache[0]} cannot be read (BadZipFile); the teacher's logits are computed again" in \
+        capsys.readouterr().out
+    assert calls == [32, 32, 192]
+    calls.clear()
     # the soft loss is trained on: alpha 0 is the student alone (no teacher run), and its weights differ
     alone = str(tmp_path / "alone")
     capsys.readouterr()
@@ -173,10 +181,10 @@ def test_a_distilled_classifier_resumes_exactly_and_its_teacher_runs_once_per_ex
                                  "teacher_engine": "auto"}
     record = read_json(os.path.join(straight, "run_record.json"))["distill"]
     assert (record["teacher"], record["temperature"], record["alpha"], record["engine"]) == (cls_teacher, 3.0, 0.7,
-                                                                                             "cached")
+                                                                                             "onnxruntime")
     with open(os.path.join(straight, "MODEL_CARD.md"), encoding="utf-8") as f:
         assert (f"- distilled from: {literal(cls_teacher)} (temperature 3, soft-loss weight 0.7; the teacher's "
-                f"logits: cached)") in f.read()
+                f"logits: onnxruntime)") in f.read()
 
 
 @pytest.mark.slow  # trains

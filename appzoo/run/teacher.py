@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -163,7 +164,7 @@ class Teacher:
             with np.load(self.path) as saved:
                 numbers, offsets, flat = saved["examples"], saved["offsets"], saved["rows"]
                 shapes = saved["shapes"]
-        except (OSError, ValueError, KeyError) as e:  # damaged: computed again, and rewritten whole
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:  # damaged: computed again
             note(f"note: distill: {self.path} cannot be read ({type(e).__name__}); the teacher's logits are "
                  f"computed again")
             return {}
