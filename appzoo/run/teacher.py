@@ -33,7 +33,7 @@ from appzoo.inference import prediction
 from appzoo.inference.predictor import Predictor
 from appzoo.store import bundle as bundles
 from appzoo.utils import files
-from appzoo.utils.progress import note, progress
+from appzoo.utils.progress import note, progress, quiet
 
 #: the feature key the teacher's rows travel under, collated into ``[B, C]`` or ``[B, words, C]``
 KEY = "teacher_logits"
@@ -119,7 +119,9 @@ class Teacher:
         """The teacher's per-example rows (``[C]``, or ``[words, C]``) of the examples ``numbers``."""
         teacher = predictor.bundle
         examples = [self.examples[n] for n in numbers]
-        features = teacher.reader.encode(examples, teacher.tokenizer, teacher.labels, teacher.max_seq_len, "teacher")
+        with quiet():  # the run noted its own reading of these examples; the teacher's, chunk by chunk, is noise
+            features = teacher.reader.encode(examples, teacher.tokenizer, teacher.labels, teacher.max_seq_len,
+                                             "teacher")
         logits = prediction.logits(predictor.engine, teacher, features, batch_size=self.batch_size)
         return [np.asarray(r, dtype="float32") for r in teacher.reader.example_rows(examples, features, logits)]
 
