@@ -155,6 +155,15 @@ def markdown(result):
         f"{result['threads']} threads, model time per example over {result['examples']} dev examples (tokenised "
         f"beforehand), the best of {result['rounds']} alternating rounds. {machine_line(result['machine'])}",
         "",
+        "Commands, in order (the teachers, then each student sweep, then this table):",
+        "",
+        "```bash",
+        *[SETS[name][2] for name in result["sets"]],
+        *[f"python run_trainer.py --param_path {SETS[name][4]} --sweep distill.alpha=0.0,0.5 --seeds 3"
+          for name in result["sets"]],
+        "python benchmarks/distill.py",
+        "```",
+        "",
         "| set | model | layers | dev | test | verdict on dev (vs alone) | gap to the teacher (points) | ms/example, "
         "batch 32 | ms/example, batch 1 | speed vs teacher (32 / 1) |",
         "|---|---|---:|---|---|---|---:|---:|---:|---|"]
