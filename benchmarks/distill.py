@@ -46,7 +46,16 @@ SETS = {
               "output/bench/distill_mtch_afqmc_e5/sweep", "benchmarks/configs/distill_afqmc_e5.json", "auc", None),
 }
 SECTION = "## Distillation: multilingual-e5-small into its first 3 layers (TNEWS, Weibo, AFQMC)"
-ALONE, DISTILLED = "alpha=0.0", "alpha=0.5"
+ALONE = "alpha=0.0"
+
+
+def distilled(cells):
+    """The distilled settings of a set (alpha > 0), in the sweep's order, and the one chosen on dev (the best
+    dev mean): the goal is judged on it."""
+    settings = [k for k in cells if k.startswith("alpha=") and k != ALONE]
+    chosen = max(settings, key=lambda k: cells[k]["dev_mean"], default=None)
+    return settings, chosen
+ALPHAS = {"tnews": "0.0,0.5,0.9"}  # the sweeps' alphas where more than 0 and 0.5 were run
 GOAL = {"tnews": 1.0, "weibo": 3.0, "afqmc": 1.0}  # points the distilled student may trail the teacher by
 
 
@@ -123,10 +132,10 @@ def main(argv=None):
               "sets": {}}
     for name in args.only or list(SETS):
         cells = quality(name)
-        teacher, student = SETS[name][1], os.path.dirname(cells[DISTILLED]["folder"] if DISTILLED in cells
-                                                          else cells[ALONE]["folder"])
+        _, chosen = distilled(cells)
+        teacher, student = SETS[name][1], os.path.dirname(cells[chosen or ALONE]["folder"])
         student_run = os.path.join(student, "seed-42") if os.path.isdir(os.path.join(student, "seed-42")) else \
-            cells[DISTILLED]["folder"]
+            cells[chosen or ALONE]["folder"]
         timed = speed([teacher, student_run], args.examples, args.threads, args.rounds)
         cells["speed"] = {"teacher": timed[teacher], "student": timed[student_run],
                           "batch32_x": timed[teacher]["batch32_ms"] / timed[student_run]["batch32_ms"],
@@ -148,9 +157,9 @@ def markdown(result):
     lines = [
         "Step 20's distillation. The teacher is Step 17's multilingual-e5-small (12 layers, its vocabulary pruned to "
         "the data), fine-tuned; the student is its first 3 layers (`model.encoder.layers: 3`), trained the same "
-        "steps at the same rate, alone (`distill.alpha: 0`: no teacher is run) or distilled (`distill.alpha: 0.5`, "
-        "`temperature: 2`: half the loss the T² KL to the teacher's softened logits; per word for the CRF tagger, "
-        "on its emissions). Students: 3 seeds, mean ± sample std, the verdict on dev by the sweeps' rule (distilled "
+        "steps at the same rate, alone (`distill.alpha: 0`: no teacher is run) or distilled (`distill.alpha: 0.5`, and 0.9 on TNEWS; "
+        "`temperature: 2`: that share of the loss the T² KL to the teacher's softened logits; per word for the CRF "
+        "tagger, on its emissions). The goal is judged on the distilled setting with the best dev mean. Students: 3 seeds, mean ± sample std, the verdict on dev by the sweeps' rule (distilled "
         "against alone); the teacher: one run (seed 42). Speed: each `best/` on ONNX Runtime fp32 with "
         f"{result['threads']} threads, model time per example over {result['examples']} dev examples (tokenised "
         f"beforehand), the best of {result['rounds']} alternating rounds. {machine_line(result['machine'])}",
@@ -159,8 +168,8 @@ def markdown(result):
         "",
         "```bash",
         *[SETS[name][2] for name in result["sets"]],
-        *[f"python run_trainer.py --param_path {SETS[name][4]} --sweep distill.alpha=0.0,0.5 --seeds 3"
-          for name in result["sets"]],
+        *[f"python run_trainer.py --param_path {SETS[name][4]} --sweep distill.alpha={ALPHAS.get(name, '0.0,0.5')} "
+          f"--seeds 3" for name in result["sets"]],
         "python benchmarks/distill.py",
         "```",
         "",
@@ -175,7 +184,9 @@ def markdown(result):
         test = "–" if teacher["test"] is None else f"{teacher['test']:.4f}"
         lines.append(f"| {title} | teacher | {layers_t} | {teacher['dev']:.4f} (1 run) | {test} | – | – | "
                      f"{timed['teacher']['batch32_ms']:.2f} | {timed['teacher']['batch1_ms']:.2f} | 1× |")
-        for setting, label in ((ALONE, "student alone"), (DISTILLED, "student distilled")):
+        settings, chosen = distilled(cells)
+        rows = [(ALONE, "student alone")] + [(k, f"student distilled ({k.replace('=', ' ')})") for k in settings]
+        for setting, label in rows:
             if setting not in cells:
                 continue
             c = cells[setting]
@@ -183,21 +194,21 @@ def markdown(result):
             if c["test_mean"] is not None and teacher["test"] is not None:
                 gap += f" (test {(c['test_mean'] - teacher['test']) * 100:+.2f})"
             verdict = "baseline" if setting == ALONE else (c["verdict"] or "–")
-            if setting == DISTILLED and c.get("p_value") is not None:
+            if setting != ALONE and c.get("p_value") is not None:
                 verdict += f" (Welch p {c['p_value']:.3f})"
             lines.append(f"| {title} | {label} | {layers_s} | {_cell(c['dev_mean'], c['dev_std'])} "
                          f"({c['seeds']} seeds) | {_cell(c['test_mean'], c['test_std'])} | {verdict} | {gap} | "
                          f"{timed['student']['batch32_ms']:.2f} | {timed['student']['batch1_ms']:.2f} | "
                          f"{timed['batch32_x']:.2f}× / {timed['batch1_x']:.2f}× |")
-        if DISTILLED in cells:
-            gap = (teacher["dev"] - cells[DISTILLED]["dev_mean"]) * 100
+        if chosen:
+            gap = (teacher["dev"] - cells[chosen]["dev_mean"]) * 100
             met = gap <= GOAL[name] and timed["batch32_x"] >= 4 and timed["batch1_x"] >= 4
             on_test = ""
-            if cells[DISTILLED]["test_mean"] is not None and teacher["test"] is not None:
-                test_gap = (teacher["test"] - cells[DISTILLED]["test_mean"]) * 100
+            if cells[chosen]["test_mean"] is not None and teacher["test"] is not None:
+                test_gap = (teacher["test"] - cells[chosen]["test_mean"]) * 100
                 on_test = f"; on test by {test_gap:.2f} ({'within' if test_gap <= GOAL[name] else 'beyond'} it)"
             alone = (teacher["dev"] - cells[ALONE]["dev_mean"]) * 100 if ALONE in cells else None
-            goals.append(f"{title}: the distilled student trails the teacher by {gap:.2f} points of dev {metric} "
+            goals.append(f"{title}: the distilled student chosen on dev ({chosen.replace('=', ' ')}) trails the teacher by {gap:.2f} points of dev {metric} "
                          f"(goal: at most {GOAL[name]:g}{on_test}; the student alone: {alone:.2f}) at "
                          f"{timed['batch32_x']:.2f}× / {timed['batch1_x']:.2f}× its speed (goal: 4×): "
                          f"{'met' if met else 'not met'} on dev.")
