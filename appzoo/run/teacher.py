@@ -63,7 +63,8 @@ class Teacher:
             raise DataError(f"distill.teacher: {spec.teacher!r} predicts the labels {_few(self.teacher.labels)}, "
                             f"this run's data has {_few(bundle.labels)}: a teacher's outputs are matched label "
                             f"by label, so both must have the same labels in the same order")
-        self.path = os.path.join(self.root, f"{self._key(bundles.digest(spec.teacher))}.npz")
+        self.digest = bundles.digest(spec.teacher)  # of the teacher's files: the cache's key, and the run's record
+        self.path = os.path.join(self.root, f"{self._key(self.digest)}.npz")
         self.engine_used = None  # what computed the rows of this process (None: all came from the cache)
 
     def _key(self, teacher_digest):
