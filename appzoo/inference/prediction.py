@@ -53,6 +53,12 @@ def logits(engine, bundle, features, *, batch_size, bar=False, desc="logits"):
             for row, feature in zip(rows, features)]
 
 
+def run_only(engine, bundle, features, *, batch_size, bar=False, desc="run"):
+    """Run ``features`` through the engine, batched as :func:`predict` does, and keep nothing: for what the
+    model does on the way (the frozen prefix's cache, :mod:`appzoo.encoders.frozen_prefix`, filled)."""
+    _run(engine, bundle, features, batch_size=batch_size, bar=bar, desc=desc, decode=lambda out, tensors: {})
+
+
 def _run(engine, bundle, features, *, batch_size, rank=0, world_size=1, bar=False, desc="predict", decode=None):
     """``(outputs, mean loss)``: the model's decoded outputs (``decode(out, tensors)``, by default the model's
     own), one row per feature in the features' order."""

@@ -26,8 +26,10 @@ from appzoo.utils.progress import note
 from appzoo.store.resolve import TRAIN_LONGER, changed_keys, trains_longer
 from appzoo.params.trainer import AUTO
 from appzoo.reports.audit import audit, to_markdown
-from appzoo.inference import export
+from appzoo.inference import export, prediction
+from appzoo.encoders import frozen_prefix
 from appzoo.run.teacher import Teacher
+from appzoo.task.model import forward_inputs
 
 
 @dataclasses.dataclass
@@ -41,7 +43,13 @@ class Prepared:
     teacher: object = None  # a distilled run's appzoo.run.teacher.Teacher (None: no teacher, or alpha 0)
 
     def cleanup(self):
-        """Remove the from-scratch vocabulary's temporary folder (the saved run has its own copy)."""
+        """Save the frozen prefix's last cache entries (and say what it read and computed); remove the
+        from-scratch vocabulary's temporary folder (the saved run has its own copy)."""
+        frozen = frozen_prefix.attached(self.bundle.model.encoder) if self.bundle is not None else None
+        if frozen is not None:
+            frozen.close()
+            note(f"note: {frozen.summary()}")
+            frozen_prefix.detach(self.bundle.model.encoder)
         if self.work_dir is not None:
             self.work_dir.cleanup()
             self.work_dir = None
@@ -129,11 +137,31 @@ def prepare(plan):
         features = {s: reader.encode(ex, trained.tokenizer, trained.labels, data.max_seq_len, s)
                     for s, ex in splits.items()}
         teacher = _teacher(plan, trained, splits)
+        _fill_prefix_cache(plan, trained, features)
     except BaseException:
         if work_dir is not None:
             work_dir.cleanup()
         raise
     return Prepared(trained, splits, features, work_dir, teacher)
+
+
+def _fill_prefix_cache(plan, trained, features):
+    """``model.encoder.freeze_layers`` with a cache: the frozen layers' output for every text of every split,
+    computed for those the cache lacks (the layers above are not run), so no training step computes it."""
+    frozen = frozen_prefix.attached(trained.model.encoder)
+    if frozen is None or frozen.cache is None:
+        return
+    inputs = forward_inputs(trained.model, labels=False)
+    trained.model.eval()
+    frozen.skip_top = True
+    try:
+        for split, split_features in features.items():
+            prediction.run_only(lambda batch, tensors: trained.model(**inputs(tensors)), trained, split_features,
+                                batch_size=plan.trainer.eval_batch_size, bar=plan.trainer.progress_bar,
+                                desc=f"frozen layers, {split}")
+    finally:
+        frozen.skip_top = False
+    frozen.close()
 
 
 def _training_features(plan, p, trainer):

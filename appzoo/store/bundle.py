@@ -33,6 +33,7 @@ from appzoo.encoders import (build_encoder, check_saved_encoder, check_state_fil
                              saved_max_positions)
 from appzoo.utils.progress import note, quiet
 from appzoo.data.unigram import UnigramTokenizer
+from appzoo.encoders import frozen_prefix
 from appzoo.encoders.prune import PRUNE, keep_layers, prune, read_keep_pieces, used_ids
 from appzoo.registry import MODELS, READERS
 
@@ -113,6 +114,8 @@ def build(plan, reader, splits, work_dir):
     if plan.encoder.prune_vocab:
         _prune_to_data(plan, reader, splits, labels, encoder, tokenizer)
     model = plan.model_class(encoder=encoder, **args, **plan.model_kwargs)
+    if plan.encoder.freeze_layers:  # after pruning: the cache is named by the weights the run trains with
+        frozen_prefix.attach(encoder, plan.encoder)
     return Bundle(model, reader, tokenizer, labels, args, plan.config)
 
 

@@ -6,6 +6,7 @@ import paddle
 import paddle.nn.functional as F
 
 from appzoo.params.keys import Key
+from appzoo.encoders.frozen_prefix import attached
 from appzoo.errors import ConfigError
 from appzoo.losses import LOSSES, build_loss, losses_for
 from appzoo.losses.base import from_training_labels
@@ -74,7 +75,11 @@ def encode(encoder, input_ids, token_type_ids=None):
     pad_id = encoder.config.pad_token_id if encoder.config.pad_token_id is not None else 0
     mask = input_ids != pad_id
     attention = paddle.unsqueeze((~mask).astype("float32") * -1e4, axis=[1, 2])
-    sequence, pooled = encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention)[:2]
+    frozen = attached(encoder)  # model.encoder.freeze_layers: the frozen prefix read from its cache
+    if frozen is not None and paddle.in_dynamic_mode():  # an exported graph runs the whole encoder
+        sequence, pooled = frozen(input_ids, token_type_ids, attention)
+    else:
+        sequence, pooled = encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention)[:2]
     return sequence, pooled, mask
 
 
