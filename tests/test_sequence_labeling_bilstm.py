@@ -132,3 +132,15 @@ def test_a_tiny_bilstm_run_trains_predicts_and_exports_to_graphs_that_predict_as
         np.testing.assert_allclose(predictor.engine(batch, tensors)["logits"].numpy()[real], expected[real],
                                    rtol=1e-4, atol=1e-4)
         assert_same_rows(predictor.predict(raw_inputs(rows)), rows)
+
+
+def test_the_bilstm_crf_benchmark_config_plans_and_builds():
+    """Its Weibo files are downloaded by benchmarks/get_data.py, so the sample set stands in for them; the model is
+    built on the tiny encoder in place of multilingual-e5-small."""
+    path = "benchmarks/configs/ner_weibo_e5_bilstm_crf.json"
+    config = load_param_file(path)
+    apply_overrides(config, [f"dataset_reader.{split}=data/ner/{split}.txt" for split in ("train", "dev", "test")])
+    plan = validate(config, path)
+    assert plan.model_class is ErnieCrfSeqLabel and plan.model_kwargs["lstm_hidden"] == 256
+    model = plan.model_class(_encoder(), 5, **plan.model_kwargs)
+    assert model.classifier.weight.shape == [512, 5]
