@@ -3,6 +3,7 @@
 classifier that resumes exactly and reuses its cache, a tagger whose teacher reads other windows and another
 vocabulary, and each refusal's line."""
 import glob
+import json
 import os
 import shutil
 
@@ -210,7 +211,8 @@ def test_a_student_serves_without_its_teacher_and_a_reproduction_refuses_a_chang
 
 
 @pytest.mark.slow  # trains
-def test_a_tagger_learns_its_teachers_word_logits_across_windows_and_vocabularies(teachers, tmp_path):
+@pytest.mark.parametrize("lstm_hidden", ["null", "16"])  # 16: a BiLSTM-CRF student, whose logits are per word too
+def test_a_tagger_learns_its_teachers_word_logits_across_windows_and_vocabularies(teachers, tmp_path, lstm_hidden):
     from appzoo import Predictor
 
     _, ner_teacher = teachers
@@ -219,7 +221,8 @@ def test_a_tagger_learns_its_teachers_word_logits_across_windows_and_vocabularie
     assert _student(NER, out, ner_teacher, "--set", "trainer.max_steps=3", "--set", "dataset_reader.max_seq_len=12",
                     "--set", "dataset_reader.window_overlap=4", "--set", "model.encoder.min_freq=2",
                     "--set", "distill.teacher_engine=dygraph", "--set", "model.type=ErnieCrfSeqLabel",
-                    "--set", "model.loss=null") == 0
+                    "--set", "model.loss=null", "--set", f"model.lstm_hidden={lstm_hidden}") == 0
+    assert read_json(os.path.join(out, "config.json"))["model"]["lstm_hidden"] == json.loads(lstm_hidden)
     (cache,) = glob.glob(os.path.join(out, "teacher", "*.npz"))
     with open("data/ner/train.txt", encoding="utf-8") as f:
         sentences = [[line.split()[0] for line in block.splitlines()] for block in f.read().split("\n\n") if block.strip()]

@@ -1,19 +1,39 @@
 """ERNIE taggers: a softmax head and a linear-chain CRF head.
 
 Both read the encoder's state at the first word piece of each input token
-(``positions``), so their logits and tags are over tokens, not pieces.
+(``positions``), so their logits and tags are over tokens, not pieces; either
+may put a bidirectional LSTM over those token states before its head
+(``lstm_hidden``: BERT-BiLSTM-CRF).
 """
-from typing import Annotated
+from typing import Annotated, Optional
 
 import paddle
 
+from appzoo.errors import ConfigError
 from appzoo.params.keys import Key, check_args
 from appzoo.task.model import (
     Dropout, LossSection, TaskModel, check_classification_loss, classification_loss, encode,
 )
 from appzoo.registry import MODELS
+from tasks.sequence_labeling.bilstm import BiLstm
 from tasks.sequence_labeling.crf import LinearChainCrf
 from tasks.sequence_labeling.schemes import transition_masks
+
+
+LstmHidden = Annotated[Optional[int], Key(
+    "hidden units per direction of a bidirectional LSTM over the token states, between the encoder and the "
+    "head (BERT-BiLSTM-CRF); null or 0: none", ge=1, also={0: "none"})]
+LstmLayers = Annotated[int, Key("stacked BiLSTM layers (with lstm_hidden)", ge=1)]
+TaggerDropout = Annotated[Dropout, Key("dropout on the token states before the classifier, and with a BiLSTM "
+                                       "on its input and between its layers", ge=0, lt=1)]
+
+
+def check_lstm(lstm_hidden, lstm_layers):
+    """Raise when ``lstm_layers`` is set without a BiLSTM to stack (the keys' own ranges are checked by
+    their annotations)."""
+    if not lstm_hidden and lstm_layers != 1:
+        raise ConfigError(f"model.lstm_layers: {lstm_layers} layers of no BiLSTM; set model.lstm_hidden (hidden "
+                          f"units per direction) or leave lstm_layers at 1")
 
 
 class _Tagger(TaskModel):
@@ -22,17 +42,34 @@ class _Tagger(TaskModel):
     LOSS_FAMILY = "classification"
     DISTILL = "word"  # the first piece of each word's logits (a CRF's emissions)
 
-    def __init__(self, encoder, num_labels, dropout):
+    def __init__(self, encoder, num_labels, dropout, lstm_hidden=None, lstm_layers=1):
         super().__init__()
+        check_lstm(lstm_hidden, lstm_layers)
         self.encoder = encoder
         self.dropout = paddle.nn.Dropout(dropout)
-        self.classifier = paddle.nn.Linear(encoder.config.hidden_size, num_labels)
+        width = encoder.config.hidden_size
+        self.lstm = None  # without one the parameters are those of before the key, so older best/ folders load
+        if lstm_hidden:
+            # a layer of the model, not of model.encoder: trained as a head parameter (head_learning_rate,
+            # and while the encoder is frozen)
+            self.lstm = BiLstm(width, lstm_hidden, lstm_layers, dropout)
+            width = 2 * lstm_hidden
+        self.classifier = paddle.nn.Linear(width, num_labels)
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time: the BiLSTM's keys together (each alone is checked by its annotation)."""
+        check_lstm(model_kwargs.get("lstm_hidden"), model_kwargs.get("lstm_layers", 1))
 
     def emissions(self, input_ids, positions):
         """Per-token tag scores ``[B, N, C]`` read at the first piece of each token."""
         sequence, _, _ = encode(self.encoder, input_ids)
         index = positions.unsqueeze(-1).expand([-1, -1, sequence.shape[-1]])
-        return self.classifier(self.dropout(paddle.take_along_axis(sequence, index, axis=1)))
+        states = self.dropout(paddle.take_along_axis(sequence, index, axis=1))
+        if self.lstm is not None:
+            # a row's real tokens have positions > 0 (piece 0 is [CLS]; padding is 0)
+            states = self.dropout(self.lstm(states, positions > 0))
+        return self.classifier(states)
 
     def input_spec(self):
         """The exported graph maps ``input_ids`` and ``positions`` to the
@@ -42,7 +79,7 @@ class _Tagger(TaskModel):
 
 @MODELS.register("ErnieFcSeqLabel")
 class ErnieFcSeqLabel(_Tagger):
-    """Token states -> dropout -> linear, one softmax per token; the loss
+    """Token states -> dropout (-> BiLSTM -> dropout, with ``lstm_hidden``) -> linear, one softmax per token; the loss
     (``ce``, weighted ``ce``, ``focal``, ``dice``, ``ghm``, ``ohem``, ...) comes
     from ``model.loss`` and sees only real tokens."""
 
@@ -50,13 +87,15 @@ class ErnieFcSeqLabel(_Tagger):
 
     @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
-                 loss: LossSection = None, dropout: Dropout = 0.1):
-        super().__init__(encoder, num_labels, dropout)
+                 loss: LossSection = None, dropout: TaggerDropout = 0.1, lstm_hidden: LstmHidden = None,
+                 lstm_layers: LstmLayers = 1):
+        super().__init__(encoder, num_labels, dropout, lstm_hidden, lstm_layers)
         self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__)
 
     @classmethod
     def check_config(cls, model_kwargs, known):
         """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``."""
+        super().check_config(model_kwargs, known)
         check_classification_loss(model_kwargs.get("loss"), head=cls.__name__)
 
     def forward(self, input_ids, positions, labels=None):
@@ -72,7 +111,8 @@ class ErnieFcSeqLabel(_Tagger):
 
 @MODELS.register("ErnieCrfSeqLabel")
 class ErnieCrfSeqLabel(_Tagger):
-    """Token states -> dropout -> linear emissions -> linear-chain CRF.
+    """Token states -> dropout (-> BiLSTM -> dropout, with ``lstm_hidden``) -> linear emissions -> linear-chain
+    CRF.
 
     Trained on the CRF negative log-likelihood (mean over sequences), plus
     ``loss_weight`` times a token loss on the emissions when ``model.loss`` is
@@ -87,10 +127,11 @@ class ErnieCrfSeqLabel(_Tagger):
                  loss: Annotated[LossSection, Key("a token loss on the emissions added to the CRF "
                                                   "likelihood (null: none)")] = None,
                  loss_weight: Annotated[float, Key("weight of the token loss", ge=0)] = 1.0,
-                 dropout: Dropout = 0.1,
+                 dropout: TaggerDropout = 0.1,
                  constrained: Annotated[bool, Key("exclude the transitions the tag scheme forbids from the "
-                                                  "likelihood and from decoding")] = True):
-        super().__init__(encoder, num_labels, dropout)
+                                                  "likelihood and from decoding")] = True,
+                 lstm_hidden: LstmHidden = None, lstm_layers: LstmLayers = 1):
+        super().__init__(encoder, num_labels, dropout, lstm_hidden, lstm_layers)
         allowed = transition_masks(tag_names, scheme) if constrained and tag_names and scheme else None
         self.crf = LinearChainCrf(num_labels, allowed)
         self.loss_fn = classification_loss(loss, class_counts, head=type(self).__name__) if loss else None
@@ -100,6 +141,7 @@ class ErnieCrfSeqLabel(_Tagger):
     def check_config(cls, model_kwargs, known):
         """Plan time: raise what ``__init__`` would refuse in ``model_kwargs``
         (the token loss is optional here: the CRF likelihood is the loss)."""
+        super().check_config(model_kwargs, known)
         if model_kwargs.get("loss"):
             check_classification_loss(model_kwargs["loss"], head=cls.__name__)
 
