@@ -251,3 +251,15 @@ def test_the_plan_refuses_a_crf_rate_for_a_model_without_a_crf_and_takes_it_for_
     config_["model"]["type"] = "ErnieCrfSeqLabel"
     config_["model"].pop("loss")
     assert validate(config_).trainer.crf_learning_rate == 0.01
+
+
+def test_a_run_whose_model_has_no_head_refuses_head_learning_rate_before_writing(tmp_path, capsys):
+    from conftest import cli
+
+    out = tmp_path / "run"
+    code = cli("examples/mtch_ernie_siamese_infonce.json", str(out), "--set", "trainer.head_learning_rate=0.01",
+               "--set", "trainer.progress_bar=false")
+    assert code == 2 and not out.exists()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].endswith("trainer.head_learning_rate: 0.01 names no parameter: this model "
+                              "(ErnieMatchingSiamesePairwise) has no parameter outside model.encoder"), lines
