@@ -263,3 +263,13 @@ def test_a_run_whose_model_has_no_head_refuses_head_learning_rate_before_writing
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1].endswith("trainer.head_learning_rate: 0.01 names no parameter: this model "
                               "(ErnieMatchingSiamesePairwise) has no parameter outside model.encoder"), lines
+
+
+def test_the_crf_tagger_declares_its_crf_and_the_softmax_tagger_none():
+    from tasks.sequence_labeling.model import ErnieCrfSeqLabel, ErnieFcSeqLabel
+
+    model = ErnieCrfSeqLabel(tiny_encoder(layers=1), num_labels=3)
+    rows = param_groups.rows(param_groups.groups(model, config(crf_learning_rate=0.5)))
+    assert [(r["name"], r["holds"], r["parameters"], r["peak_learning_rate"]) for r in rows[1:]] == [
+        ("head", ["classifier"], 16 * 3 + 3, 1e-3), ("crf", ["crf"], 3 * 3 + 3 + 3, 0.5)]
+    assert ErnieFcSeqLabel.CRF is None
