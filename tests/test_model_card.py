@@ -62,6 +62,10 @@ def test_the_record_is_versioned_and_the_card_is_escaped_and_holds_the_bootstrap
     assert record["metrics"]["test"]["scalars"]["macro_f1"] == metrics["test"]["macro_f1"]
     assert record["metrics"]["dev"]["per_class_f1"][HOSTILE] == metrics["dev"]["per_class"][HOSTILE]["f1"]
     assert record["versions"]["paddle"] and record["machine"]["cores"] >= 1 and record["wall_time_s"] > 0
+    groups = record["parameter_groups"]  # appzoo.run.param_groups: no rate key set, one rate for both
+    assert [(g["name"], g["holds"], g["peak_learning_rate"]) for g in groups] == [
+        ("encoder", ["encoder"], 0.003), ("head", ["classifier"], 0.003)]
+    assert groups == metrics["train"]["parameter_groups"] and groups[1]["parameters"] == 128 * 4 + 4
 
     # the interval, recomputed here with scikit-learn's F1 on the same seeded resamples of predictions/test.jsonl
     head = record["headline"]
@@ -82,6 +86,8 @@ def test_the_record_is_versioned_and_the_card_is_escaped_and_holds_the_bootstrap
             f"the 300 test examples' saved predictions, 1000 resamples, seed 0.") in card
     assert literal(HOSTILE) == "&lt;b&gt;te\\|ch&lt;/b&gt; \\*x\\*"
     assert f"| {literal(HOSTILE)} | 171 | 39 | 42 |" in card
+    assert "| head | classifier | 516 | 0.003 |" in card
+    assert "## Learning rates" in read(os.path.join(out, "report.md"))
     assert HOSTILE not in card and "<" not in card.replace("`predictions/<split>.jsonl`", "")  # its own code span
     assert_shows_no_html(card.split("---\n", 2)[2])
     assert f"`{train['sha256']}`" in card and literal(" ".join(["python", "run_trainer.py", *argv])) in card

@@ -249,7 +249,10 @@ def test_clipping_gives_the_weights_paddles_global_norm_clip_gives(tmp_path):
     def with_paddle_clip(t):
         def build_optimizer(total):
             Trainer.build_optimizer(t, total)
-            t.optimizer._grad_clip = paddle.nn.ClipGradByGlobalNorm(0.05)
+            clip = paddle.nn.ClipGradByGlobalNorm(0.05)
+            t.optimizer._grad_clip = clip
+            for group in t.optimizer._param_groups:  # paddle clips a parameter group with the group's own
+                group["grad_clip"] = clip
         t.build_optimizer = build_optimizer
         t.config.max_grad_norm = 0  # the trainer only measures the norm
         return t

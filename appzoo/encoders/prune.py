@@ -89,7 +89,7 @@ def keep_layers(encoder, n):
     import paddle
 
     stack = encoder.encoder
-    layers = stack.layers if hasattr(stack, "layers") else stack
+    layers = transformer_layers(encoder)
     depth = len(layers)
     if n > depth:
         raise ConfigError(f"model.encoder.layers: {n} is more than the encoder's {depth} layers; "
@@ -101,3 +101,14 @@ def keep_layers(encoder, n):
         encoder.encoder = paddle.nn.LayerList(list(layers)[:n])
     encoder.config.num_hidden_layers = n
     return depth
+
+
+def transformer_layers(encoder):
+    """The transformer layers of a PaddleNLP BERT- or ERNIE-family ``encoder``, bottom first: its ``encoder``'s
+    ``layers`` (a ``paddle.nn.TransformerEncoder``) or its ``encoder`` itself (a layer list); None for an encoder
+    of another shape."""
+    import paddle
+
+    stack = getattr(encoder, "encoder", None)
+    layers = stack.layers if hasattr(stack, "layers") else stack
+    return layers if isinstance(layers, paddle.nn.LayerList) else None

@@ -40,8 +40,19 @@ class TrainerConfig:
                                   also={-1: "use epochs"})] = -1
     batch_size: Annotated[int, Key("training examples per step", ge=1)] = 32
     eval_batch_size: Annotated[int, Key("examples per batch when evaluating and predicting", ge=1)] = 64
-    learning_rate: Annotated[float, Key("peak learning rate of AdamW (linear warmup, then linear decay)",
-                                        gt=0)] = 5e-5
+    learning_rate: Annotated[float, Key("peak learning rate of AdamW for the encoder (linear warmup, then linear "
+                                        "decay); every parameter group follows this schedule, scaled to its own "
+                                        "peak", gt=0)] = 5e-5
+    head_learning_rate: Annotated[Optional[float], Key(
+        "peak learning rate of every parameter outside model.encoder (the classifier; a CRF too unless "
+        "crf_learning_rate is set); null: learning_rate", gt=0)] = None
+    crf_learning_rate: Annotated[Optional[float], Key(
+        "peak learning rate of a CRF's transition, start and end scores (models with a CRF only); null: "
+        "head_learning_rate", gt=0)] = None
+    layerwise_decay: Annotated[float, Key(
+        "encoder layer i of L (L the top) trains at learning_rate * layerwise_decay ** (L - i), the embeddings at "
+        "learning_rate * layerwise_decay ** (L + 1), the pooler at learning_rate; 1: one rate for the whole "
+        "encoder", gt=0, le=1)] = 1.0
     weight_decay: Annotated[float, Key("AdamW weight decay (not on biases and LayerNorm)", ge=0)] = 0.01
     warmup_proportion: Annotated[float, Key("share of the steps spent warming the learning rate up from 0; "
                                             "give this or warmup_steps", ge=0, lt=1)] = 0.0

@@ -20,8 +20,8 @@ def write(folder, record):
 
 def to_markdown(record):
     lines = _front_matter(record) + [f"# Model card: {literal(record['run'])}", ""]
-    for section in (_model, _intended_use, _data, _command, _metrics, _interval, _mistakes, _limitations,
-                    _environment):
+    for section in (_model, _learning_rates, _intended_use, _data, _command, _metrics, _interval, _mistakes,
+                    _limitations, _environment):
         lines += section(record)
     return "\n".join(lines) + "\n"
 
@@ -57,6 +57,21 @@ def _model(record):
         lines.append(f"- best checkpoint: step {best['step']}" + (
             f", dev {literal(best['metric'])} = {best['value']:.4f}" if best.get("value") is not None else ""))
     return lines + [""]
+
+
+def _learning_rates(record):
+    rows = record.get("parameter_groups")
+    return ["## Learning rates", ""] + groups_markdown(rows) + [""] if rows else []
+
+
+def groups_markdown(rows):
+    """The table of a run's parameter groups (``metrics.json``'s ``train.parameter_groups``): what each holds,
+    its weights and its peak learning rate; every group follows the one warmup-and-decay schedule."""
+    lines = ["| group | holds | parameters | peak learning rate |", "|---|---|---|---|"]
+    lines += [f"| {literal(row['name'])} | {', '.join(literal(h) for h in row['holds'])} | {row['parameters']:,} | "
+              f"{row['peak_learning_rate']:.3g} |" for row in rows]
+    return lines + ["", "Each group follows the one warmup-and-decay schedule, scaled to its peak; a frozen "
+                        "group is not trained."]
 
 
 def _intended_use(record):

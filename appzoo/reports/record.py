@@ -1,7 +1,7 @@
 """``run_record.json``: the facts of a run that a reviewer reads in its model card and ``--do reproduce`` re-runs.
 
-One dict (``record_version`` :data:`VERSION`): the model and its encoder's source and licence, the task and
-its labels, the data files (sha256, examples, classes, inputs longer than ``max_seq_len``), the command, the
+One dict (``record_version`` :data:`VERSION`): the model and its encoder's source and licence, its parameter
+groups and their peak learning rates (:mod:`appzoo.run.param_groups`), the task and its labels, the data files (sha256, examples, classes, inputs longer than ``max_seq_len``), the command, the
 dev and test metrics (per-class F1, ECE), a seeded bootstrap interval of the headline metric on test, the top
 confusions, limitations, versions, machine, git commit and wall time. :mod:`appzoo.reports.card` renders it as
 ``MODEL_CARD.md``; the record is the machine-readable twin and is written first.
@@ -48,6 +48,7 @@ def build(plan, prepared, metrics, described, folder, command=None):
         "data": {split: _data(plan, prepared, split) for split in prepared.splits},
         "files": other_files(plan.config),
         "best": metrics.get("best"),
+        "parameter_groups": (metrics.get("train") or {}).get("parameter_groups"),
         "metrics": {s: _split_metrics(metrics[s]) for s in ("dev", "test") if s in metrics},
         "headline": headline(folder, plan.metric, trained.labels, metrics),
         "confusions": {s: (m or {}).get("confusions", [])[:TOP_CONFUSIONS] for s, m in described.items()},

@@ -2,7 +2,7 @@
 import os
 
 from appzoo.store.archive import RunFolder
-from appzoo.reports import fidelity, html as report_html
+from appzoo.reports import card, fidelity, html as report_html
 from appzoo.utils.files import write_text
 from appzoo.utils.markdown import literal
 from appzoo.metrics import scalars
@@ -23,6 +23,9 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
                   + (f", dev {best['metric']} = {best['value']:.4f}" if best.get("value") is not None else ""), ""]
         if best.get("note"):  # the runner's under-training note
             lines += [f"Note: {best['note']}", ""]
+    groups = (metrics.get("train") or {}).get("parameter_groups")
+    if groups:
+        lines += ["## Learning rates", ""] + card.groups_markdown(groups) + [""]
     if metrics.get("evaluated_with") and {"dev", "test"} & set(metrics):  # the runner's engine and precision
         lines += [f"Evaluated on {_engine(metrics['evaluated_with'])}.", ""]
     for split in ("dev", "test"):

@@ -10,6 +10,7 @@ from typing import Optional
 
 from appzoo.store import bundle
 from appzoo.store.archive import RunFolder
+from appzoo.run import param_groups
 from appzoo.run.callbacks import VisualDLLogger
 from appzoo.params.keys import check_kwargs, non_finite
 from appzoo.params.dataset import SPLITS, DatasetConfig
@@ -85,6 +86,7 @@ def _validate(config, do):
         raise ConfigError(f"trainer.audit_labels: not for dataset_reader.type {data.type!r}: {reader.label_audit}")
     Sampler.check_plan(trainer, reader, data.type)
     model_class.check_config(model_section, reader.plan_model_args())  # the loss, its fit to head and reader
+    param_groups.check_plan(trainer, model_class, model_type)
     metric, greater = _check_metric(trainer, reader)
     distill = _distill(config, trainer, modes, model_class, model_type, data, data_section)
     _check_output_dir(trainer.output_dir)

@@ -17,7 +17,7 @@ from appzoo.utils.text import clip as cut
 from appzoo.store import bundle as bundles
 from appzoo.run import callbacks as cb
 from appzoo.utils import files, progress
-from appzoo.run import interrupts
+from appzoo.run import interrupts, param_groups
 from appzoo.reports import card, fidelity, label_issues, mistakes, record, report
 from appzoo.store.archive import RunFolder
 from appzoo.params.dataset import SPLITS
@@ -134,6 +134,8 @@ def prepare(plan):
     work_dir = None if plan.init_from else tempfile.TemporaryDirectory(prefix="appzoo-vocab-")
     try:
         trained = bundles.build(plan, reader, splits, work_dir and work_dir.name)
+        if "train" in plan.do:  # a learning-rate key that names no parameter of the model: refused before any write
+            param_groups.groups(trained.model, plan.trainer)
         features = {s: reader.encode(ex, trained.tokenizer, trained.labels, data.max_seq_len, s)
                     for s, ex in splits.items()}
         teacher = _teacher(plan, trained, splits)
@@ -251,7 +253,8 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         if undertrained and trainer.is_main:
             metrics["best"]["note"] = undertrained
             note(f"note: {undertrained}")
-        metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
+        metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch,
+                            "parameter_groups": param_groups.rows(trainer.groups)}
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
     described = {}  # the mistakes of each evaluated split, for report.html
     engine = _evaluated_with(predictor)

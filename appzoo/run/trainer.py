@@ -15,7 +15,7 @@ import time
 import paddle
 
 from appzoo.run import callbacks as cb
-from appzoo.run import interrupts
+from appzoo.run import interrupts, param_groups
 from appzoo.run.teacher import planned_indices
 from appzoo.inference import prediction
 from appzoo.data.sampler import Sampler
@@ -162,7 +162,10 @@ class Trainer:
 
     def build_optimizer(self, total):
         """AdamW (no decay on biases and norms), linear warmup then decay over
-        ``total`` steps; the gradients are clipped by :meth:`_clip_gradients`."""
+        ``total`` steps; the gradients are clipped by :meth:`_clip_gradients`.
+        Its parameter groups (:mod:`appzoo.run.param_groups`, listed in
+        ``self.groups``) scale the schedule to each group's peak rate; frozen
+        parameters are left out."""
         cfg = self.config
         from paddlenlp.transformers import LinearDecayWithWarmup
 
@@ -171,8 +174,9 @@ class Trainer:
         decay = {p.name for n, p in self.model.named_parameters() if not any(k in n for k in no_decay)}
         if cfg.amp == "fp16":
             self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15)
+        self.groups = param_groups.groups(self.model, cfg)
         self.optimizer = paddle.optimizer.AdamW(
-            learning_rate=self.scheduler, parameters=self.model.parameters(),
+            learning_rate=self.scheduler, parameters=param_groups.optimizer_groups(self.groups),
             weight_decay=cfg.weight_decay, epsilon=cfg.adam_epsilon,
             apply_decay_param_fun=lambda name: name in decay,
             grad_clip=None,  # _clip_gradients: the non-finite check needs the same norm

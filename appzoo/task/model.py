@@ -35,6 +35,9 @@ class TaskModel(paddle.nn.Layer):
     #: "example" (one row of class logits per example), "word" (a row per word: a tagger's logits or CRF
     #: emissions, aligned by words), or None: its outputs are no class logits (a siamese model's scores)
     DISTILL = None
+    #: the attribute that holds the model's CRF layer, whose parameters train at ``trainer.crf_learning_rate``
+    #: (appzoo.run.param_groups), or None: the model has no CRF and the plan refuses that key
+    CRF = None
 
     @classmethod
     def check_config(cls, model_kwargs, known):

@@ -122,6 +122,8 @@ class ErnieCrfSeqLabel(_Tagger):
     decoding; gold sequences that break the scheme are left out of the CRF loss.
     """
 
+    CRF = "crf"  # its transitions train at trainer.crf_learning_rate
+
     @check_args("model")
     def __init__(self, encoder, num_labels, class_counts=None, tag_names=None, scheme=None,
                  loss: Annotated[LossSection, Key("a token loss on the emissions added to the CRF "
