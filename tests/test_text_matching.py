@@ -393,3 +393,22 @@ def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, na
             assert "loss" not in out
             decoded = model.decode(out, batch)
             assert all(len(v) == len(examples) for v in decoded.values())
+
+
+def test_the_afqmc_cosent_benchmark_plans(tmp_path):
+    """benchmarks/configs/mtch_afqmc_e5_cosent.json, the CoSENT bi-encoder sibling of mtch_afqmc_e5.json, plans
+    as written (its data stood in for by empty files), and its model and loss build on a tiny encoder."""
+    from appzoo.params.param_file import load_param_file
+    from appzoo.run.plan import validate
+
+    config = load_param_file("benchmarks/configs/mtch_afqmc_e5_cosent.json")
+    for key in ("train", "dev"):
+        stand_in = tmp_path / config["dataset_reader"][key]
+        stand_in.parent.mkdir(parents=True, exist_ok=True)
+        stand_in.touch()
+        config["dataset_reader"][key] = str(stand_in)
+    config["trainer"]["output_dir"] = str(tmp_path / "out")
+    plan = validate(config)
+    assert plan.model_class.__name__ == "ErnieMatchingSiameseCosine" and plan.encoder.pretrained
+    model = plan.model_class(tiny_ernie(), num_labels=2, **plan.model_kwargs)
+    assert type(model.loss_fn).__name__ == "CoSENTLoss" and model.pooling == "mean"
