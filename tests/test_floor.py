@@ -102,6 +102,7 @@ def test_a_run_states_its_floor_and_warns_below_it(bert_folder, tmp_path, capsys
     history = [json.loads(line) for line in open(out / "train_log.jsonl", encoding="utf-8")]
     assert floor["final"] == [r["dev_auc"] for r in history if "dev_auc" in r][-1]
     assert floor["below"] == (floor["final"] < floor["value"]) and {"with_prefix", "without_prefix"} <= set(floor)
+    assert floor["seconds"] >= 0
     report = (out / "report.md").read_text(encoding="utf-8")
     assert f"Floor (zero-shot cosine, before training): dev auc = {floor['value']:.4f}" in report
     capsys.readouterr()

@@ -69,9 +69,10 @@ def _floor(entry):
     floor = floors.from_json(entry)
     measured = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in floor.details.items()
                          if isinstance(v, float))
-    extra = "".join(f"; {k} {literal(str(v))}" for k, v in floor.details.items() if not isinstance(v, float))
+    extra = "".join(f"; {k} `{v}`" for k, v in floor.details.items() if not isinstance(v, float) and "`" not in str(v))
     line = (f"Floor ({floor.name}, before training): {floor.split} {floor.metric} = {floor.value:.4f}"
-            + (f" ({measured}{extra})" if floor.details else "") + f". {floor.how[0].upper()}{floor.how[1:]}.")
+            + (f" ({measured}{extra})" if floor.details else "") + f". {floor.how[0].upper()}{floor.how[1:]}"
+            + (f" (measured in {entry['seconds']:.1f} s, part of the wall time)." if "seconds" in entry else "."))
     final = entry.get("final")
     if final is None:
         return [line]

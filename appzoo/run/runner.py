@@ -214,7 +214,9 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
             trainer.history = rows
         trainer.state.train_sha256 = files.file_sha256(plan.data.train)
         dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
+        floor_started = time.time()
         floor = _floor(plan, p) if trainer.is_main else None  # the encoder as built: a checkpoint loads in train()
+        floor_seconds = round(time.time() - floor_started, 1)  # part of wall_time_s, so said apart
         state = trainer.train(_training_features(plan, p, trainer), dev, resume=resume)
         if resume and state.finished and state.global_step == resume_step:
             note(f"note: the run in {cfg.output_dir} had finished (step {state.global_step}); "
@@ -228,7 +230,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch}
         if floor is not None:
             final = _at_best(state, trainer.history, floor)
-            metrics["floor"] = floor.to_json(final)
+            metrics["floor"] = {**floor.to_json(final), "seconds": floor_seconds}
             if floor.verdict(final):
                 note(f"warning: {floor.verdict(final)}")
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer

@@ -38,12 +38,13 @@ class Floor:
         if final is None or not self.below(final):
             return None
         return (f"the run's {self.split} {self.metric} {final:.4f} is below its floor, the untrained encoder's "
-                f"{self.name} {self.value:.4f}: the training made the encoder worse at this task than it was "
-                f"(try a lower trainer.learning_rate, more steps, or another loss)")
+                f"{self.name} {self.value:.4f}: the trained model does worse at this task than its encoder did "
+                f"alone (too few steps, too high a trainer.learning_rate, or a loss that does not fit?)")
 
 
 def from_json(entry):
-    """The :class:`Floor` of a metrics.json ``floor`` entry (its ``final`` and ``below`` left out)."""
+    """The :class:`Floor` of a metrics.json ``floor`` entry (the run's ``final``, ``below`` and the runner's
+    ``seconds`` left out)."""
     fields = {"name", "metric", "split", "value", "how"}
-    details = {k: v for k, v in entry.items() if k not in fields | {"final", "below"}}
+    details = {k: v for k, v in entry.items() if k not in fields | {"final", "below", "seconds"}}
     return Floor(**{k: entry[k] for k in fields}, details=details)
