@@ -214,9 +214,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
             trainer.history = rows
         trainer.state.train_sha256 = files.file_sha256(plan.data.train)
         dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
-        floor_started = time.time()
-        floor = _floor(plan, p) if trainer.is_main else None  # the encoder as built: a checkpoint loads in train()
-        floor_seconds = round(time.time() - floor_started, 1)  # part of wall_time_s, so said apart
+        floor, floor_seconds = _floor(plan, p) if trainer.is_main else (None, 0)  # a checkpoint loads in train()
         state = trainer.train(_training_features(plan, p, trainer), dev, resume=resume)
         if resume and state.finished and state.global_step == resume_step:
             note(f"note: the run in {cfg.output_dir} had finished (step {state.global_step}); "
@@ -283,18 +281,19 @@ def _against_fp32(plan, trainer, spec, p, split, metrics):
 
 
 def _floor(plan, p):
-    """The run's :class:`~appzoo.task.floor.Floor` as its reader declares it, measured now on the encoder as
-    built; None for an encoder from scratch (random: there is nothing to beat) or from init_from (trained
-    already), and where the reader declares none."""
+    """``(floor, seconds)``: the run's :class:`~appzoo.task.floor.Floor` as its reader declares it, measured
+    now on the encoder as built, and the seconds it took (part of wall_time_s, so said apart); None for an
+    encoder from scratch (random: there is nothing to beat) or from init_from (trained already), and where
+    the reader declares none."""
     if plan.init_from or plan.encoder is None or plan.encoder.pretrained is None:
-        return None
-    trained = p.bundle
+        return None, 0
+    started, trained = time.time(), p.bundle
     embed = frozen_embedder(trained.model.base_encoder(), trained.tokenizer, plan.data.max_seq_len,
                             plan.trainer.eval_batch_size)
     floor = trained.reader.floor(p.splits, embed)
     if floor is not None:
         note(f"note: floor: the untrained encoder's {floor.name} on {floor.split}: {floor.metric} {floor.value:.4f}")
-    return floor
+    return floor, round(time.time() - started, 1)
 
 
 def _at_best(state, history, floor):
