@@ -95,7 +95,8 @@ FAST = ["--set", "trainer.max_steps=2", "--set", "trainer.eval_steps=2", "--set"
 @pytest.mark.slow
 def test_a_run_states_its_floor_and_warns_below_it(bert_folder, tmp_path, capsys, monkeypatch):
     """A pretrained run: the floor in metrics.json and report.md. Made unreachable (1.0), one warning line in the
-    log (appzoo.utils.progress.note) and in report.md. A from-scratch run has no floor key."""
+    log (appzoo.utils.progress.note) and in report.md. A from-scratch run has no floor key, nor one with
+    trainer.floor false."""
     out = tmp_path / "run"
     assert cli(_param_file(tmp_path, {"pretrained": bert_folder}), str(out), *FAST) == 0
     floor = read_json(out / "metrics.json")["floor"]
@@ -117,6 +118,10 @@ def test_a_run_states_its_floor_and_warns_below_it(bert_folder, tmp_path, capsys
     assert len(warnings) == 1 and warnings[0].startswith("warning: the run's dev auc ")
     assert read_json(tmp_path / "below" / "metrics.json")["floor"]["below"] is True
     assert "Warning: the run's dev auc" in (tmp_path / "below" / "report.md").read_text(encoding="utf-8")
+
+    off = tmp_path / "off"
+    assert cli(_param_file(tmp_path, {"pretrained": bert_folder}), str(off), *FAST, "--set", "trainer.floor=false") == 0
+    assert "floor" not in read_json(off / "metrics.json")
 
     scratch = tmp_path / "scratch"
     assert cli(_param_file(tmp_path, {"config": "configs/ernie_tiny.json"}), str(scratch), *FAST) == 0

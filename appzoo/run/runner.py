@@ -283,9 +283,9 @@ def _against_fp32(plan, trainer, spec, p, split, metrics):
 def _floor(plan, p):
     """``(floor, seconds)``: the run's :class:`~appzoo.task.floor.Floor` as its reader declares it, measured
     now on the encoder as built, and the seconds it took (part of wall_time_s, so said apart); None for an
-    encoder from scratch (random: there is nothing to beat) or from init_from (trained already), and where
-    the reader declares none."""
-    if plan.init_from or plan.encoder is None or plan.encoder.pretrained is None:
+    encoder from scratch (random: there is nothing to beat) or from init_from (trained already), where the
+    reader declares none, and with trainer.floor false."""
+    if not plan.trainer.floor or plan.init_from or plan.encoder is None or plan.encoder.pretrained is None:
         return None, 0
     started, trained = time.time(), p.bundle
     embed = frozen_embedder(trained.model.base_encoder(), trained.tokenizer, plan.data.max_seq_len,
