@@ -609,6 +609,49 @@ def test_embedding_reductions_gradients_extremes_empty(name, fn, kw):
         assert_finite_with_grad(lambda q, p: fn(q, p, **kw), Q[:1], P[:1], expect_zero=True)
 
 
+# ------------------------------------------------------------------ scored losses (cosent)
+COS = np.array([0.9, 0.2, -0.4, 0.5, 0.1])      # the cosine of each labelled pair
+COS_Y = np.array([1, 0, 0, 1, 0])                # binary labels
+COS_GRADED = np.array([4.5, 1.0, 0.0, 3.2, 1.0])  # STS-like scores, one tie
+
+
+def ref_cosent(s, y, lam):
+    """Su 2022: log(1 + sum over (i, j) with y_i > y_j of exp(lam * (s_j - s_i))), by direct loops."""
+    total = 0.0
+    for i in range(len(s)):
+        for j in range(len(s)):
+            if y[i] > y[j]:
+                total += np.exp(lam * (s[j] - s[i]))
+    return np.log1p(total)
+
+
+@pytest.mark.parametrize("labels", [COS_Y, COS_GRADED], ids=["binary", "graded"])
+def test_cosent_matches_reference_gradient_and_layer(labels):
+    for lam in (1.0, 20.0):
+        got = L.cosent_loss(t(COS), ti(labels) if labels is COS_Y else t(labels), scale=lam)
+        assert got.shape == []  # one loss for the batch: there is no reduction to choose
+        np.testing.assert_allclose(float(got), ref_cosent(COS, labels, lam), rtol=RTOL)
+    check_grad(lambda s: L.cosent_loss(s, t(labels), scale=5.0), COS.copy())
+    layer = L.build_loss({"name": "cosent"}, family="scored")
+    assert layer.scale == 20.0
+    np.testing.assert_allclose(float(layer(t(COS), t(labels))), ref_cosent(COS, labels, 20.0), rtol=RTOL)
+
+
+def test_cosent_extremes_and_nothing_to_order():
+    assert_finite_with_grad(lambda s: L.cosent_loss(s, t(COS_Y)), COS * 1e4)
+    assert_finite_with_grad(lambda s: L.cosent_loss(s, t(COS_Y)), -COS * 1e4)
+    big = L.cosent_loss(t(-COS * 1e4), t(COS_Y))  # exp would overflow; logsumexp does not
+    np.testing.assert_allclose(float(big), 20.0 * 1e4 * (0.9 - -0.4), rtol=1e-6)  # the worst ordered pair
+    for labels in ([1, 1, 1, 1, 1], [0, 0, 0, 0, 0]):  # one label: no ordered pair
+        assert_finite_with_grad(lambda s: L.cosent_loss(s, t(labels)), COS, expect_zero=True)
+    assert_finite_with_grad(lambda s: L.cosent_loss(s, t([1])), COS[:1], expect_zero=True)
+    assert_finite_with_grad(lambda s: L.cosent_loss(s, t(np.zeros(0))), np.zeros(0), expect_zero=True)
+    with pytest.raises(ValueError, match="scale must be > 0, got 0"):
+        L.cosent_loss(t(COS), t(COS_Y), scale=0)
+    with pytest.raises(ValueError, match=r"scores \[N\] and labels \[N\]"):
+        L.cosent_loss(t(COS), t(COS_Y[:3]))
+
+
 # ------------------------------------------------------------------ layers and metadata
 def test_every_registered_loss_has_family_target_and_a_layer_that_matches_its_function():
     for name in L.LOSSES.names():
@@ -618,6 +661,7 @@ def test_every_registered_loss_has_family_target_and_a_layer_that_matches_its_fu
             assert cls.TARGET in ("index", "multi_hot", "both"), name
         assert "See " in cls.__doc__, name
     assert L.losses_for("pair") == ["circle", "nce", "pairwise_hinge"]
+    assert L.losses_for("scored") == ["cosent"]
     layer = L.build_loss({"name": "focal", "gamma": 1.0, "alpha": [1, 2, 3, 4]})
     np.testing.assert_allclose(float(layer(t(X), ti(Y))),
                                float(L.focal_loss(t(X), ti(Y), gamma=1.0, alpha=[1, 2, 3, 4])), rtol=1e-12)

@@ -99,4 +99,4 @@ def test_every_loss_builds_from_its_defaults():
     for name in LOSSES.names():
         cfg = {"name": name, "base": {"name": "ce"}} if name == "ohem" else {"name": name}
         # counts for the losses built on the training labels (logit_adjusted_ce, distribution_balanced)
-        assert build_loss(cfg, class_counts=[1, 2], train_size=4).FAMILY in ("classification", "pair", "embedding")
+        assert build_loss(cfg, class_counts=[1, 2], train_size=4).FAMILY in ("classification", "pair", "embedding", "scored")

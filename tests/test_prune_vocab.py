@@ -221,3 +221,24 @@ def test_a_wordpiece_folder_is_refused_while_planning(folder, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (f"error: {tmp_path}/params.json: model.encoder.prune_vocab: {wordpiece} has no SentencePiece (Unigram) tokenizer.json; "
                    f"only an XLM-R-family vocabulary is pruned (a WordPiece one is small already)"), err
+
+
+def test_a_pruned_matching_run_keeps_the_pieces_of_its_floors_prefix(folder, tmp_path):
+    """A matcher's floor reads e5's "query: " before each dev text (appzoo.task.floor): the reader declares it
+    in ADDED_TEXTS, and prune_vocab keeps its pieces beside those of the data files."""
+    from appzoo.data.encoding import encode_texts
+    from appzoo.encoders import build_encoder, parse_encoder_spec
+
+    params = {"dataset_reader": {"type": "text_matching", "train": "data/match/train.tsv",
+                                 "dev": "data/match/dev.tsv", "max_seq_len": 64},
+              "model": {"type": "ErnieMatchingFcPointwise", "pooling": "mean",
+                        "encoder": {"pretrained": folder, "prune_vocab": True}},
+              "trainer": {"max_steps": 1, "batch_size": 8, "progress_bar": False, "plots": False}}
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(params, ensure_ascii=False), encoding="utf-8")
+    out = str(tmp_path / "out")
+    assert cli(str(path), out, "--do", "train") == 0
+    _, tokenizer = build_encoder(parse_encoder_spec({"pretrained": folder}), None, None)
+    prefix = set(encode_texts(tokenizer, ["query: "])["input_ids"][0])
+    kept = set(read_json(os.path.join(out, "best", "encoder", "pruned_vocab.json"))["kept_ids"])
+    assert prefix <= kept and "floor" in read_json(os.path.join(out, "metrics.json"))

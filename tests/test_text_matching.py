@@ -6,6 +6,7 @@ import paddle
 import pytest
 
 from appzoo.errors import ConfigError, DataError
+from appzoo.losses import cosent_loss
 from appzoo.metrics.matching import best_f1_threshold, matching_metrics
 from appzoo.registry import MODELS, READERS
 from conftest import tiny_ernie
@@ -260,6 +261,25 @@ def test_siamese_pointwise_forward(encoder, loss):
     assert "loss" not in model(ids(4), ids(4, 5, seed=1))
 
 
+def test_siamese_cosine_trains_with_cosent_on_labelled_pairs(encoder):
+    """ErnieMatchingSiameseCosine: a pair's score is the cosine of its two texts, the score cosent orders by
+    the labels (the loss equals cosent_loss of those very scores); its text vectors are unit vectors."""
+    model = MODELS.get("ErnieMatchingSiameseCosine", "m")(encoder, num_labels=2, class_counts=[6, 2])
+    assert model.loss_fn.scale == 20.0  # the default loss: cosent
+    q, t = ids(4), ids(4, 5, seed=1)
+    labels = paddle.to_tensor([0, 1, 1, 0])
+    out = model(q, t, labels=labels)
+    assert out["scores"].shape == [4] and (out["scores"].abs() <= 1 + 1e-5).all()
+    np.testing.assert_allclose(float(out["loss"]), float(cosent_loss(out["scores"], labels)), rtol=1e-6)
+    check_loss(out["loss"], model)
+    model.eval()
+    u, v = model.text_embedding(q), model.text_embedding(t)
+    np.testing.assert_allclose(np.linalg.norm(u.numpy(), axis=-1), 1, atol=1e-5)
+    np.testing.assert_allclose(model.decode(model(q, t), {})["scores"].numpy(), (u * v).sum(-1).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    model.train()
+
+
 PAIR_LOSSES = [{"name": "pairwise_hinge", "margin": 0.2}, {"name": "circle"}, {"name": "nce"}]
 EMBEDDING_LOSSES = [{"name": "infonce"}, {"name": "sum_hinge"}, {"name": "max_hinge"}]
 
@@ -328,6 +348,8 @@ def test_which_matchers_embed_a_text_on_their_own(encoder):
      r"model\.loss\.name: 'circle' does not fit a classification model"),
     ("ErnieMatchingSiamesePointwise", {"num_labels": 2}, {"name": "kl"},
      r"model\.loss\.name: 'kl' takes multi-hot targets"),
+    ("ErnieMatchingSiameseCosine", {"num_labels": 2}, {"name": "infonce"},
+     r"model\.loss\.name: 'infonce' does not fit a scored model \(losses that fit: cosent\)"),
     ("ErnieMatchingFcPointwise", {"num_labels": 2, "dropout": 1.0}, {"name": "ce"},
      r"model\.dropout: must be in \[0, 1\), got 1\.0"),
 ])
@@ -348,7 +370,7 @@ def tokenizer(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["ErnieMatchingFcPointwise", "ErnieMatchingSiamesePointwise",
-                                  "ErnieMatchingSiamesePairwise"])
+                                  "ErnieMatchingSiameseCosine", "ErnieMatchingSiamesePairwise"])
 def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, name):
     """``READERS`` promises that the named reader's batches, for training and for prediction, carry
     every argument ``forward`` needs (the trainer hands it those it takes): a loss when training,
@@ -371,3 +393,22 @@ def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, na
             assert "loss" not in out
             decoded = model.decode(out, batch)
             assert all(len(v) == len(examples) for v in decoded.values())
+
+
+def test_the_afqmc_cosent_benchmark_plans(tmp_path):
+    """benchmarks/configs/mtch_afqmc_e5_cosent.json, the CoSENT bi-encoder sibling of mtch_afqmc_e5.json, plans
+    as written (its data stood in for by empty files), and its model and loss build on a tiny encoder."""
+    from appzoo.params.param_file import load_param_file
+    from appzoo.run.plan import validate
+
+    config = load_param_file("benchmarks/configs/mtch_afqmc_e5_cosent.json")
+    for key in ("train", "dev"):
+        stand_in = tmp_path / config["dataset_reader"][key]
+        stand_in.parent.mkdir(parents=True, exist_ok=True)
+        stand_in.touch()
+        config["dataset_reader"][key] = str(stand_in)
+    config["trainer"]["output_dir"] = str(tmp_path / "out")
+    plan = validate(config)
+    assert plan.model_class.__name__ == "ErnieMatchingSiameseCosine" and plan.encoder.pretrained
+    model = plan.model_class(tiny_ernie(), num_labels=2, **plan.model_kwargs)
+    assert type(model.loss_fn).__name__ == "CoSENTLoss" and model.pooling == "mean"

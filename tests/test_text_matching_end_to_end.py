@@ -1,4 +1,5 @@
 """Few-step CPU runs of the matching examples: train, eval, predict, reload, export."""
+import json
 import os
 
 import numpy as np
@@ -104,3 +105,23 @@ def test_loss_that_does_not_fit_is_a_config_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"error: {PAIRWISE}: model.loss.name: 'ce' does not fit a pair or embedding model" in err
     assert not (tmp_path / "out").exists()  # refused before the encoder or the output folder
+
+
+def test_a_cosent_bi_encoder_trains_on_labelled_pairs_and_exports(tmp_path):
+    """ErnieMatchingSiameseCosine with cosent through the siamese reader: train, eval, predict and export; its
+    scores are cosines and its threshold is tuned on them."""
+    params = {"dataset_reader": {"type": "text_matching_siamese", "train": "data/match/train.tsv",
+                                 "dev": "data/match/dev.tsv", "test": "data/match/test.tsv",
+                                 "predict": "data/match/predict.tsv", "max_seq_len": 48},
+              "model": {"type": "ErnieMatchingSiameseCosine", "encoder": {"config": "configs/ernie_tiny.json"},
+                        "loss": {"name": "cosent"}},
+              "trainer": {"learning_rate": 0.0005, "metric_for_best": "auc"}}
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(params), encoding="utf-8")
+    out = str(tmp_path / "out")
+    assert run(str(path), out, "--do", "train,eval,predict,export") == 0
+    metrics = read_json(os.path.join(out, "metrics.json"))
+    assert 0 <= metrics["test"]["auc"] <= 1 and "loss" in metrics["dev"] and "floor" not in metrics
+    rows = read_jsonl(os.path.join(out, "predictions.jsonl"))
+    assert len(rows) == 43 and all(-1 - 1e-5 <= r["score"] <= 1 + 1e-5 for r in rows)
+    assert os.path.isdir(os.path.join(out, "inference"))

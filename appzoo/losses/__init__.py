@@ -23,6 +23,7 @@ from appzoo.losses.pairwise import NCELoss, PairwiseHingeLoss, nce_loss, pairwis
 from appzoo.losses.vse import MaxHingeLoss, SumHingeLoss, max_hinge_loss, sum_hinge_loss
 from appzoo.losses.triplet import TripletLoss, triplet_loss
 from appzoo.losses.infonce import InfoNCELoss, infonce_loss
+from appzoo.losses.cosent import CoSENTLoss, cosent_loss
 from appzoo.losses.build import build_loss, losses_for
 
 __all__ = [
@@ -34,5 +35,5 @@ __all__ = [
     "distribution_balanced_loss", "DistributionBalancedLoss",
     "circle_loss", "CircleLoss", "pairwise_hinge_loss", "PairwiseHingeLoss", "nce_loss", "NCELoss",
     "sum_hinge_loss", "SumHingeLoss", "max_hinge_loss", "MaxHingeLoss", "triplet_loss", "TripletLoss",
-    "infonce_loss", "InfoNCELoss",
+    "infonce_loss", "InfoNCELoss", "cosent_loss", "CoSENTLoss",
 ]

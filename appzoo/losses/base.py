@@ -1,6 +1,6 @@
 """What every loss shares: the reduction, argument checks, label handling.
 
-Three call shapes (``FAMILY``):
+Four call shapes (``FAMILY``):
 
 * ``"classification"``: ``loss(logits, labels)``; logits ``[..., C]``, labels
   either int ``[...]`` class indices (``ignore_index`` masks positions) or
@@ -19,6 +19,9 @@ Three call shapes (``FAMILY``):
 * ``"embedding"``: ``loss(query, positive, negative=None)``; ``[N, D]`` each;
   row i of ``positive`` matches query i, every other row is a negative, and
   the rows of ``negative`` are extra (hard) negatives for every query.
+* ``"scored"``: ``loss(scores, labels)``; ``[N]`` each: the score (a cosine)
+  of each of N labelled pairs and its label, a number where larger means
+  closer; one loss for the whole batch (its pairs are compared with each other).
 
 Every loss returns 0 (with finite, zero gradients) when nothing in the batch
 is valid: all positions ignored, an empty batch, no negatives.
@@ -32,7 +35,7 @@ import paddle.nn.functional as F
 
 from appzoo.params.keys import Key
 
-FAMILIES = ("classification", "pair", "embedding")
+FAMILIES = ("classification", "pair", "embedding", "scored")
 REDUCTIONS = ("mean", "sum", "none")
 
 # Keys many losses share. A loss's constructor carries @check_args(), which
@@ -336,6 +339,21 @@ class EmbeddingLoss(paddle.nn.Layer):
     FAMILY = "embedding"
     TARGET = None
     ACTIVATION = None
+
+
+class ScoredLoss(paddle.nn.Layer):
+    FAMILY = "scored"
+    TARGET = None
+    ACTIVATION = None
+
+
+def scored_inputs(scores, labels):
+    """``scores [N]`` and ``labels [N]`` (any numbers) → ``scores``, ``labels`` in the scores' dtype."""
+    if not isinstance(labels, paddle.Tensor):
+        labels = paddle.to_tensor(labels)
+    if scores.ndim != 1 or labels.shape != scores.shape:
+        raise ValueError(f"scored losses take scores [N] and labels [N], got {scores.shape} and {labels.shape}")
+    return scores, labels.astype(scores.dtype)
 
 
 def pair_inputs(pos_scores, neg_scores):

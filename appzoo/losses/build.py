@@ -26,7 +26,7 @@ def build_loss(cfg, key_path="model.loss", class_counts=None, family=None, train
             says ``"balanced"`` or ``{"effective_number": beta}`` and by the
             losses built on them (``logit_adjusted_ce``, ...).
         family: the call shape the model needs (``"classification"``,
-            ``"pair"`` or ``"embedding"``, or a tuple of those the model
+            ``"pair"``, ``"embedding"`` or ``"scored"``, or a tuple of those the model
             accepts); a loss of another family is refused.
         train_size: the number of training examples (``distribution_balanced``).
 

@@ -88,6 +88,10 @@ class TrainerConfig:
         "audit; see docs/reports.md#label-issues)")] = False
     audit_folds: Annotated[int, Key("audit_labels: folds of the training set (stratified by label, seeded by "
                                     "seed); each fold trains on the others and predicts itself", ge=2)] = 5
+    floor: Annotated[bool, Key(
+        "before training a pretrained encoder, measure the run's floor as its task declares it (a matcher: the "
+        "untrained encoder's zero-shot cosine AUC on dev, two forward passes over the dev texts) and warn if the "
+        "run ends below it; see docs/text-matching.md#the-floor-the-untrained-encoders-zero-shot-cosine-auc")] = True
     max_grad_norm: Annotated[float, Key("clip the global gradient norm to this (0: no clipping)", ge=0)] = 1.0
     adam_epsilon: Annotated[float, Key("AdamW epsilon", gt=0)] = 1e-8
     seed: Annotated[int, Key("random seed of paddle, numpy and python (shuffling, dropout, init)", ge=0)] = 42

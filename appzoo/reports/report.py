@@ -3,6 +3,7 @@ import os
 
 from appzoo.store.archive import RunFolder
 from appzoo.reports import card, fidelity, html as report_html
+from appzoo.task import floor as floors
 from appzoo.utils.files import write_text
 from appzoo.utils.markdown import literal
 from appzoo.metrics import scalars
@@ -26,6 +27,8 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
     groups = (metrics.get("train") or {}).get("parameter_groups")
     if groups:
         lines += ["## Learning rates", ""] + card.groups_markdown(groups) + [""]
+    if metrics.get("floor"):  # the runner's: what the untrained encoder scores (appzoo.task.floor)
+        lines += _floor(metrics["floor"]) + [""]
     if metrics.get("evaluated_with") and {"dev", "test"} & set(metrics):  # the runner's engine and precision
         lines += [f"Evaluated on {_engine(metrics['evaluated_with'])}.", ""]
     for split in ("dev", "test"):
@@ -62,6 +65,23 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
     write_text(RunFolder(output_dir).report, "\n".join(lines) + "\n")
     if html:
         report_html.write(output_dir, metrics, labels, mistakes)
+
+
+def _floor(entry):
+    """report.md's line of the run's floor, and its warning when the run ended below it."""
+    floor = floors.from_json(entry)
+    measured = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in floor.details.items()
+                         if isinstance(v, float))
+    extra = "".join(f"; {k} `{v}`" for k, v in floor.details.items() if not isinstance(v, float) and "`" not in str(v))
+    line = (f"Floor ({floor.name}, before training): {floor.split} {floor.metric} = {floor.value:.4f}"
+            + (f" ({measured}{extra})" if floor.details else "") + f". {floor.how[0].upper()}{floor.how[1:]}"
+            + (f" (measured in {entry['seconds']:.1f} s, part of the wall time)." if "seconds" in entry else "."))
+    final = entry.get("final")
+    if final is None:
+        return [line]
+    verdict = floor.verdict(final)
+    return [line, "", f"Warning: {verdict}." if verdict else
+            f"The run's {floor.split} {floor.metric} {final:.4f} is above it by {final - floor.value:+.4f}."]
 
 
 def _against_fp32(split_metrics, split, engine):

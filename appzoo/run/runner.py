@@ -29,7 +29,7 @@ from appzoo.reports.audit import audit, to_markdown
 from appzoo.inference import export, prediction
 from appzoo.encoders import frozen_prefix
 from appzoo.run.teacher import Teacher
-from appzoo.task.model import forward_inputs
+from appzoo.task.model import forward_inputs, frozen_embedder
 
 
 @dataclasses.dataclass
@@ -243,6 +243,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
             trainer.history = rows
         trainer.state.train_sha256 = files.file_sha256(plan.data.train)
         dev = (p.splits["dev"], p.features["dev"]) if "dev" in p.splits else None
+        floor, floor_seconds = _floor(plan, p) if trainer.is_main else (None, 0)  # a checkpoint loads in train()
         state = trainer.train(_training_features(plan, p, trainer), dev, resume=resume)
         if resume and state.finished and state.global_step == resume_step:
             note(f"note: the run in {cfg.output_dir} had finished (step {state.global_step}); "
@@ -255,6 +256,11 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
             note(f"note: {undertrained}")
         metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch,
                             "parameter_groups": param_groups.rows(trainer.groups)}
+        if floor is not None:
+            final = _at_best(state, trainer.history, floor)
+            metrics["floor"] = {**floor.to_json(final), "seconds": floor_seconds}
+            if floor.verdict(final):
+                note(f"warning: {floor.verdict(final)}")
     predictor = _predictor_for(plan, trained, trainer, folder)  # None: the dygraph model, through the trainer
     described = {}  # the mistakes of each evaluated split, for report.html
     engine = _evaluated_with(predictor)
@@ -302,6 +308,32 @@ def _against_fp32(plan, trainer, spec, p, split, metrics):
     metrics[split]["vs_fp32"] = comparison
     for line in fidelity.warnings(comparison, split, f"{spec.engine} {spec.precision}") if trainer.is_main else ():
         note(f"warning: {line}")
+
+
+def _floor(plan, p):
+    """``(floor, seconds)``: the run's :class:`~appzoo.task.floor.Floor` as its reader declares it, measured
+    now on the encoder as built, and the seconds it took (part of wall_time_s, so said apart); None for an
+    encoder from scratch (random: there is nothing to beat) or from init_from (trained already), where the
+    reader declares none, and with trainer.floor false."""
+    if not plan.trainer.floor or plan.init_from or plan.encoder is None or plan.encoder.pretrained is None:
+        return None, 0
+    started, trained = time.time(), p.bundle
+    embed = frozen_embedder(trained.model.base_encoder(), trained.tokenizer, plan.data.max_seq_len,
+                            plan.trainer.eval_batch_size)
+    floor = trained.reader.floor(p.splits, embed)
+    if floor is not None:
+        note(f"note: floor: the untrained encoder's {floor.name} on {floor.split}: {floor.metric} {floor.value:.4f}")
+    return floor, round(time.time() - started, 1)
+
+
+def _at_best(state, history, floor):
+    """The run's value of the floor's metric on its split at the best checkpoint (None: never evaluated)."""
+    key = f"{floor.split}_{floor.metric}"
+    rows = [row for row in history if key in row]
+    if not rows:
+        return None
+    at_best = [row[key] for row in rows if row["step"] == state.best_step]
+    return at_best[-1] if at_best else rows[-1][key]
 
 
 def _best_is_last(state, history, metric):

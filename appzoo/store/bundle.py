@@ -32,6 +32,7 @@ from appzoo.utils.files import file_sha256, load_weights, read_json, save_weight
 from appzoo.encoders import (build_encoder, check_saved_encoder, check_state_file, load_encoder, save_encoder,
                              saved_max_positions)
 from appzoo.utils.progress import note, quiet
+from appzoo.data.encoding import encode_texts
 from appzoo.data.unigram import UnigramTokenizer
 from appzoo.encoders import frozen_prefix
 from appzoo.encoders.prune import PRUNE, keep_layers, prune, read_keep_pieces, used_ids
@@ -135,6 +136,11 @@ def _prune_to_data(plan, reader, splits, labels, encoder, tokenizer):
             examples = splits[split] if split in splits else reader.read(path, split)
             encoded.append(reader.encode(examples, tokenizer, labels, plan.data.max_seq_len, split))
         names.append(split)
+    if reader.ADDED_TEXTS:  # a floor's prefix (appzoo.task.floor): the reader reads it beside its data
+        with quiet():
+            added = encode_texts(tokenizer, reader.ADDED_TEXTS)["input_ids"]
+        encoded.append([{"input_ids": ids} for ids in added])
+        names.append("the reader's added texts")
     transfer = plan.distill.transfer if plan.distill is not None else None
     if transfer:  # the student reads them too (appzoo.run.teacher)
         with quiet():

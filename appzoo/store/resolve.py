@@ -18,7 +18,8 @@ from appzoo.registry import LOSSES
 RESUME_MAY_CHANGE = ("output_dir", "do", "eval_batch_size", "logging_steps", "keep_checkpoints", "resume",
                      "overwrite_output_dir", "num_threads", "progress_bar", "plots", "device", "visualdl", "audit",
                      "inference_engine", "inference_precision", "inference_quantization", "calibration_examples",
-                     "quantize_keep_fp32", "sensitivity_examples", "audit_labels", "audit_folds")
+                     "quantize_keep_fp32", "sensitivity_examples", "audit_labels", "audit_folds",
+                     "floor")
 #: Data keys a resumed run may change (evaluation and prediction only).
 RESUME_MAY_CHANGE_DATA = ("test", "predict")
 #: Keys a resumed run may raise to train longer (the learning-rate schedule is rebuilt for the new length).

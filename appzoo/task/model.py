@@ -2,11 +2,13 @@
 import inspect
 from typing import Annotated, Literal, Optional
 
+import numpy as np
 import paddle
 import paddle.nn.functional as F
 
 from appzoo.params.keys import Key
 from appzoo.encoders.frozen_prefix import attached
+from appzoo.data.encoding import encode_texts, pad
 from appzoo.errors import ConfigError
 from appzoo.losses import LOSSES, build_loss, losses_for
 from appzoo.losses.base import from_training_labels
@@ -51,6 +53,12 @@ class TaskModel(paddle.nn.Layer):
     def input_spec(self):
         raise NotImplementedError(f"{type(self).__name__}.input_spec")
 
+    def base_encoder(self):
+        """The pretrained encoder this model is built on (the ``encoder`` the toolkit passed it), for what is
+        measured on the encoder alone: a run's floor (:mod:`appzoo.task.floor`). A model that keeps it
+        under another name overrides this."""
+        return self.encoder
+
     def text_embedding(self, input_ids):
         """``[B, H]``: one vector per text of ``input_ids`` (``[B, T]``, each text alone, padded), for a model
         whose :attr:`EMBEDDING` says what it is."""
@@ -92,6 +100,32 @@ def pool(sequence, pooled, mask, mode):
         return pooled
     weights = mask.astype(sequence.dtype).unsqueeze(-1)
     return (sequence * weights).sum(axis=1) / weights.sum(axis=1).clip(min=1.0)
+
+
+def frozen_embedder(encoder, tokenizer, max_seq_len=None, batch_size=64):
+    """``embed(texts) -> [N, H]`` float64: each text alone through the one tokenizer call
+    (:func:`~appzoo.data.encoding.encode_texts`) and ``encoder`` as it is now, in eval mode and without
+    gradients, mean-pooled over its real tokens and L2-normalised: a sentence encoder used as e5 and
+    Sentence-BERT use theirs. Texts are batched by length, so little of a batch is padding."""
+    def embed(texts):
+        ids = encode_texts(tokenizer, texts, max_seq_len=max_seq_len, split="floor", what="texts")["input_ids"]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(ids), encoder.config.hidden_size))
+        was_training = encoder.training
+        encoder.eval()
+        try:
+            with paddle.no_grad():
+                for start in range(0, len(order), batch_size):
+                    rows = order[start:start + batch_size]
+                    batch = paddle.to_tensor(pad([ids[i] for i in rows], tokenizer.pad_token_id))
+                    sequence, pooled, mask = encode(encoder, batch)
+                    out[rows] = pool(sequence, pooled, mask, "mean").astype("float64").numpy()
+        finally:
+            if was_training:
+                encoder.train()
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    return embed
 
 
 # Keys several models share (see appzoo.params.keys.Key); a model's constructor

@@ -237,6 +237,19 @@ class DatasetReader:
         dict, with its ``"warnings"`` (a list of lines) if any."""
         return {}
 
+    # ---- the floor: what the untrained encoder scores (appzoo.task.floor) ----
+    #: texts the reader puts beside the data's own (its floor's prefix): model.encoder.prune_vocab keeps their pieces
+    ADDED_TEXTS = ()
+
+    def floor(self, splits, embed):
+        """The run's :class:`~appzoo.task.floor.Floor`, computed once before a pretrained encoder is trained,
+        or None: this task declares none (the default), or the data allows none (one class in dev).
+        ``splits``: ``{split: examples}`` as read; ``embed(texts) -> [N, H]``: each text alone through the
+        run's tokenizer and untrained encoder, mean-pooled and L2-normalised
+        (:func:`appzoo.task.model.frozen_embedder`). The floor's metric is one :meth:`evaluate` gives, so that
+        the run's result can be compared with it."""
+        return None
+
     # ---- planning: checks that need the config alone, or one split -------
     def check_plan(self, data):
         """Raise ConfigError for reader keys that do not fit the shared

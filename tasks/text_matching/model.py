@@ -1,5 +1,6 @@
-"""ERNIE matchers: a cross-encoder, a siamese classifier and a siamese
-similarity model ("simnet") trained pairwise or with in-batch negatives."""
+"""ERNIE matchers: a cross-encoder, a siamese classifier, a siamese cosine
+model trained on labelled pairs (CoSENT) and a siamese similarity model
+("simnet") trained pairwise or with in-batch negatives."""
 from typing import Annotated, Literal
 
 import paddle
@@ -88,6 +89,49 @@ class ErnieMatchingSiamesePointwise(_Siamese):
 
     def decode(self, outputs, batch):
         return {"probs": F.softmax(outputs["logits"], axis=-1)}
+
+
+@MODELS.register("ErnieMatchingSiameseCosine")
+class ErnieMatchingSiameseCosine(_Siamese):
+    """Siamese cosine model trained on labelled pairs: the score of a pair is
+    the cosine of its two pooled texts (as ErnieMatchingSiamesePairwise's
+    with similarity cosine), and a scored loss (``cosent``, Su 2022) orders
+    the cosines of a batch's pairs by their labels, so the model learns from
+    the same labelled pairs as the pointwise models, without triples or
+    in-batch negatives."""
+
+    READERS = ("text_matching_siamese",)
+    MODEL_ARGS = ("encoder", "num_labels", "class_counts")  # what the siamese reader supplies; a label's order is used
+    LOSS_FAMILY = "scored"
+    EMBEDDING = ("the pooled vector of each text (model.pooling), L2-normalised: a pair's score is the dot product "
+                 "(the cosine) of its two vectors")
+
+    @check_args("model")
+    def __init__(self, encoder, num_labels, class_counts=None,
+                 loss: Annotated[LossSection, Key("a scored loss (null: cosent)")] = None,
+                 pooling: Pooling = "mean"):
+        super().__init__(encoder, pooling)
+        self.loss_fn = self.check_config({"loss": loss}, {})
+
+    @classmethod
+    def check_config(cls, model_kwargs, known):
+        """Plan time and ``__init__``: the loss, which must be a scored one; returns it built."""
+        return build_loss(model_kwargs.get("loss") or {"name": "cosent"}, key_path="model.loss",
+                          family=cls.LOSS_FAMILY)
+
+    def text_embedding(self, input_ids):
+        return F.normalize(self.embed(input_ids), axis=-1)
+
+    def forward(self, query_input_ids, title_input_ids, labels=None):
+        # labels: the reader's index into [negative_label, positive_label], so a match is the larger label
+        scores = (self.text_embedding(query_input_ids) * self.text_embedding(title_input_ids)).sum(axis=-1)
+        out = {"scores": scores}
+        if labels is not None:
+            out["loss"] = self.loss_fn(scores, labels)
+        return out
+
+    def decode(self, outputs, batch):
+        return {"scores": outputs["scores"]}
 
 
 @MODELS.register("ErnieMatchingSiamesePairwise")

@@ -20,6 +20,7 @@ for test and predict.
 from typing import Annotated, Literal, Optional
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from appzoo.params.keys import Key, check_args
 from appzoo.data.encoding import encode_texts
@@ -32,11 +33,14 @@ from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
 from appzoo.reports.mistakes import label_mistakes
 from appzoo.task.decisions import Decisions, Threshold
+from appzoo.task.floor import Floor
 from appzoo.task.serving import Field, Serving
 from appzoo.registry import METRICS, READERS
 from tasks.text_matching.pairs import read_pairs
 
 DEFAULT_THRESHOLD = 0.5  # used only when no threshold is configured and none was tuned on dev
+#: e5's prefix for symmetric tasks (both texts of a pair); the floor is measured with and without it
+QUERY_PREFIX = "query: "
 
 
 @READERS.register("text_matching")
@@ -210,6 +214,33 @@ class MatchingReader(DatasetReader):
             if example["label"] is not None:
                 feature["labels"] = labels.index(example["label"])
         return features
+
+    # ---- the floor ---------------------------------------------------------
+    ADDED_TEXTS = (QUERY_PREFIX,)
+
+    def floor(self, splits, embed):
+        """The untrained encoder's zero-shot cosine AUC on dev: each text of a pair embedded alone, the
+        pair scored by the cosine of the two. Measured with e5's ``query: `` prefix on both texts and
+        without; the floor is the higher of the two (the toolkit does not know whether an encoder was
+        trained with prefixes, and a bar the run must clear should be the stricter one), both in
+        ``details``. None when dev is missing or holds one label."""
+        dev = [e for e in splits.get("dev", ()) if e.get("label") is not None]
+        gold = [int(e["label"] == self.positive_label) for e in dev]
+        if len(set(gold)) < 2:
+            return None
+
+        def auc(prefix):
+            texts = list(dict.fromkeys(prefix + e[key] for e in dev for key in ("text_a", "text_b")))
+            vectors = dict(zip(texts, embed(texts)))
+            return float(roc_auc_score(gold, [float(vectors[prefix + e["text_a"]] @ vectors[prefix + e["text_b"]])
+                                              for e in dev]))
+
+        with_prefix, without = auc(QUERY_PREFIX), auc("")
+        return Floor("zero-shot cosine", "auc", "dev", max(with_prefix, without),
+                     how="the untrained encoder's cosine of each pair's two texts, each mean-pooled alone, as "
+                         "a score: the higher ROC AUC of with and without the prefix",
+                     details={"with_prefix": with_prefix, "without_prefix": without, "prefix": QUERY_PREFIX,
+                              "uses": "with_prefix" if with_prefix >= without else "without_prefix"})
 
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):

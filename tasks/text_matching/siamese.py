@@ -18,7 +18,7 @@ class SiameseMatchingReader(MatchingReader):
     """Labelled pairs whose texts are encoded apart (``query_input_ids`` and
     ``title_input_ids``), for siamese models. Same keys as ``text_matching``."""
 
-    LABELS_IN_BATCH = True  # the pointwise siamese model takes labels; the pairwise one trains on triples
+    LABELS_IN_BATCH = True  # the pointwise and cosine siamese models take labels; the pairwise one trains on triples
     SERVES_PROBS = False  # served with its score and label, as the pairwise model (that has no probabilities)
 
     def encode(self, examples, tokenizer, labels, max_seq_len, split):
