@@ -222,3 +222,57 @@ def test_from_scratch_encoders_are_refused(tmp_path, capsys):
                                                                "freeze_layers": 1}}}), encoding="utf-8")
     assert cli(str(path), str(tmp_path / "run")) == 2
     assert "model.encoder.freeze_layers: only for a pretrained encoder" in capsys.readouterr().err
+
+
+def test_the_second_seed_of_a_sweep_runs_no_frozen_pass(tmp_path, folder, capsys):
+    """A --sweep over seeds: the first run fills the cache, every later one reads it (counted)."""
+    from appzoo.encoders import frozen_prefix
+
+    frozen_prefix._OPEN.clear()
+    params = param_file(tmp_path, folder, freeze_layers=2, trainer={"max_steps": 3})
+    assert cli(params, str(tmp_path / "sweep"), "--sweep", "trainer.learning_rate=0.001", "--seeds", "2") == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "read from the cache" in line]
+    assert len(lines) == 2, lines
+    assert " 0 computed" not in lines[0] and " 0 computed" in lines[1], lines
+
+
+def test_a_kill_while_a_chunk_is_written_leaves_nothing_trusted(tmp_path, monkeypatch):
+    """The chunk goes to a temporary name and is renamed when whole: stopped before the rename, no chunk
+    exists, and the next reader starts empty (and computes)."""
+    from appzoo.encoders import frozen_prefix
+    from appzoo.utils import files
+
+    cache = frozen_prefix.PrefixCache(str(tmp_path / "c"), "k" * 20, "fp16", 4)
+    cache.put(b"a" * 20, np.ones((3, 4)))
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # the process stops between the write and the rename
+
+    monkeypatch.setattr(files.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        cache.flush()
+    monkeypatch.undo()
+    assert not glob.glob(str(tmp_path / "c" / "chunk-*.npz"))
+    assert len(frozen_prefix.PrefixCache(str(tmp_path / "c"), "k" * 20, "fp16", 4)) == 0
+    cache.flush()  # the entries were kept: written on the next flush
+    again = frozen_prefix.PrefixCache(str(tmp_path / "c"), "k" * 20, "fp16", 4)
+    np.testing.assert_array_equal(again.get(b"a" * 20), np.ones((3, 4), "float16"))
+
+
+def test_a_full_disk_is_said_once_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    from appzoo.encoders import frozen_prefix
+    from appzoo.utils import files
+
+    cache = frozen_prefix.PrefixCache(str(tmp_path / "c"), "k" * 20, "fp32", 4)
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "write_bytes", full)
+    cache.put(b"a" * 20, np.ones((3, 4)))
+    cache.flush()
+    cache.put(b"b" * 20, np.ones((2, 4)))
+    cache.flush()
+    out = capsys.readouterr().out
+    assert out.count("the cache cannot be written") == 1 and "No space left on device" in out
+    assert cache.get(b"b" * 20) is not None  # in memory still
