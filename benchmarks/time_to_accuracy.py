@@ -1,0 +1,88 @@
+"""Time to accuracy (DAWNBench's way): a run's best dev metric by 10, 30 and 60 minutes of wall time, and its end.
+
+    python benchmarks/time_to_accuracy.py LABEL=RUN_FOLDER ... [--keep benchmarks/results/time_to_accuracy.json]
+    python benchmarks/time_to_accuracy.py --from benchmarks/results/time_to_accuracy.json    # the table again
+
+Reads each run folder's ``train_log.jsonl`` (every evaluation on dev, with the wall time the run had taken,
+setup, encoder conversion and the frozen prefix's cache included) and ``metrics.json`` (the test split of the
+best checkpoint, the run's wall and the CPU it used), keeps what the table needs in ``--keep`` (so the table is
+written again without the folders), and prints the Markdown table.
+"""
+import argparse
+import json
+import os
+import sys
+
+MARKS = (10, 30, 60)  # minutes
+
+
+def summarise(label, folder):
+    log = os.path.join(folder, "train_log.jsonl")
+    metrics = json.load(open(os.path.join(folder, "metrics.json"), encoding="utf-8"))
+    metric = metrics["best"]["metric"]
+    evals, last_elapsed = [], 0.0
+    for line in open(log, encoding="utf-8"):
+        row = json.loads(line)
+        if "elapsed_s" in row:
+            last_elapsed = row["elapsed_s"]
+        if f"dev_{metric}" in row:  # an evaluation row follows the loss row of its step
+            evals.append({"step": row["step"], "epoch": row["epoch"], "minutes": round(last_elapsed / 60, 2),
+                          "dev": row[f"dev_{metric}"],
+                          **{k[4:]: row[k] for k in ("dev_accuracy", "dev_macro_f1", "dev_auc") if k in row}})
+    config = json.load(open(os.path.join(folder, "config.json"), encoding="utf-8"))
+    test = metrics.get("test", {})
+    return {"label": label, "folder": folder, "metric": metric, "evals": evals,
+            "best": metrics["best"], "wall_min": round(metrics.get("wall_time_s", 0) / 60, 1),
+            "test": {k: test[k] for k in (metric, "accuracy", "macro_f1", "auc") if k in test},
+            "floor": metrics.get("floor"),
+            "settings": {"freeze_layers": config["model"].get("encoder", {}).get("freeze_layers"),
+                         "learning_rate": config["trainer"]["learning_rate"],
+                         "head_learning_rate": config["trainer"].get("head_learning_rate"),
+                         "crf_learning_rate": config["trainer"].get("crf_learning_rate"),
+                         "seed": config["trainer"]["seed"], "epochs": config["trainer"]["epochs"],
+                         "max_steps": config["trainer"]["max_steps"]}}
+
+
+def by(row, minutes):
+    """The best dev value of the evaluations done by ``minutes`` (None: none yet)."""
+    seen = [e["dev"] for e in row["evals"] if e["minutes"] <= minutes]
+    return max(seen) if seen else None
+
+
+def table(rows):
+    head = "| run | metric | " + " | ".join(f"dev by {m} min" for m in MARKS) + \
+           " | best dev (step, min) | test at best | wall (min) |"
+    out = [head, "|" + "---|" * (len(MARKS) + 5)]
+    for r in rows:
+        marks = " | ".join("–" if by(r, m) is None else f"{by(r, m):.4f}" for m in MARKS)
+        best = max(r["evals"], key=lambda e: e["dev"]) if r["evals"] else None
+        at = f"{best['dev']:.4f} ({best['step']}, {best['minutes']:.0f})" if best else "–"
+        test = r["test"].get(r["metric"])
+        out.append(f"| {r['label']} | {r['metric']} | {marks} | {at} | "
+                   f"{'–' if test is None else f'{test:.4f}'} | {r['wall_min']} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", help="LABEL=RUN_FOLDER")
+    parser.add_argument("--keep", help="write the kept summary (JSON) here; with runs already kept, they stay")
+    parser.add_argument("--from", dest="source", help="a kept summary to print the table of")
+    args = parser.parse_args(argv)
+    if args.source:
+        rows = json.load(open(args.source, encoding="utf-8"))["runs"]
+    else:
+        rows = [summarise(*spec.split("=", 1)) for spec in args.runs]
+        if args.keep:
+            kept = json.load(open(args.keep, encoding="utf-8"))["runs"] if os.path.isfile(args.keep) else []
+            labels = {r["label"] for r in rows}
+            rows = [r for r in kept if r["label"] not in labels] + rows
+            with open(args.keep + ".tmp", "w", encoding="utf-8") as f:
+                json.dump({"runs": rows}, f, indent=1)
+            os.replace(args.keep + ".tmp", args.keep)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
