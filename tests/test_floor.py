@@ -214,3 +214,33 @@ def test_a_run_states_its_floor_and_warns_below_it(bert_folder, tmp_path, capsys
     assert cli(_param_file(tmp_path, {"config": "configs/ernie_tiny.json"}), str(scratch), *FAST) == 0
     assert "floor" not in read_json(scratch / "metrics.json")
     assert "Floor" not in (scratch / "report.md").read_text(encoding="utf-8")
+
+
+def _cls_param_file(tmp_path, example, encoder, name):
+    with open(example, encoding="utf-8") as f:
+        config = json.load(f)
+    config["model"]["encoder"] = encoder
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_a_classifiers_run_states_its_probe_floor_and_a_multilabel_one_none(bert_folder, tmp_path):
+    """A pretrained single-label classifier's run: the probe in metrics.json (in its metric_for_best, macro_f1, at
+    the best checkpoint) and report.md. A multi-label run of the same encoder has no floor."""
+    out = tmp_path / "run"
+    assert cli(_cls_param_file(tmp_path, CLS_EXAMPLE, {"pretrained": bert_folder}, "cls"), str(out), *FAST) == 0
+    floor = read_json(out / "metrics.json")["floor"]
+    history = [json.loads(line) for line in open(out / "train_log.jsonl", encoding="utf-8")]
+    assert floor["name"] == "frozen-encoder probe" and floor["metric"] == "macro_f1" and floor["split"] == "dev"
+    assert floor["final"] == [r["dev_macro_f1"] for r in history if "dev_macro_f1" in r][-1]
+    assert floor["train_examples"] == 1200 and floor["dev_examples"] == 300 and floor["seconds"] >= 0
+    assert floor["below"] == (floor["final"] < floor["value"])
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"Floor (frozen-encoder probe, before training): dev macro_f1 = {floor['value']:.4f}" in report
+
+    multi = tmp_path / "multi"
+    assert cli(_cls_param_file(tmp_path, MULTILABEL_EXAMPLE, {"pretrained": bert_folder}, "multi"), str(multi),
+               *FAST) == 0
+    assert "floor" not in read_json(multi / "metrics.json")

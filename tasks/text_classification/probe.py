@@ -60,7 +60,7 @@ def probe_floor(train, dev, labels, embed, metric):
                  how=f"a logistic regression (scikit-learn, C={C}, max_iter={MAX_ITER}) on the untrained "
                      f"encoder's mean-pooled, L2-normalised text vectors, trained on {len(train)} of the "
                      f"{available[0]} training examples and scored on {len(dev)} of the {available[1]} dev "
-                     f"examples (stratified samples, seed {SEED}, where there are more)",
+                     f"examples, each a stratified sample (seed {SEED}) when there are more",
                  details={"accuracy": float(scores["accuracy"]), "macro_f1": float(scores["macro_f1"]),
                           "train_examples": len(train), "dev_examples": len(dev), "classes": len(labels)},
                  phrase="a logistic regression on the untrained encoder's frozen text vectors")
