@@ -90,8 +90,10 @@ class TrainerConfig:
                                     "seed); each fold trains on the others and predicts itself", ge=2)] = 5
     floor: Annotated[bool, Key(
         "before training a pretrained encoder, measure the run's floor as its task declares it (a matcher: the "
-        "untrained encoder's zero-shot cosine AUC on dev, two forward passes over the dev texts) and warn if the "
-        "run ends below it; see docs/text-matching.md#the-floor-the-untrained-encoders-zero-shot-cosine-auc")] = True
+        "untrained encoder's zero-shot cosine AUC on dev, two forward passes over the dev texts; a single-label "
+        "classifier: a logistic regression on its frozen vectors of at most 3,200 training and 2,000 dev texts) "
+        "and warn if the run ends below it; see docs/reports.md#a-classifiers-floor-the-frozen-encoder-probe and "
+        "docs/text-matching.md#the-floor-the-untrained-encoders-zero-shot-cosine-auc")] = True
     max_grad_norm: Annotated[float, Key("clip the global gradient norm to this (0: no clipping)", ge=0)] = 1.0
     adam_epsilon: Annotated[float, Key("AdamW epsilon", gt=0)] = 1e-8
     seed: Annotated[int, Key("random seed of paddle, numpy and python (shuffling, dropout, init)", ge=0)] = 42

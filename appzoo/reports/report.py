@@ -70,9 +70,10 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
 def _floor(entry):
     """report.md's line of the run's floor, and its warning when the run ended below it."""
     floor = floors.from_json(entry)
-    measured = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in floor.details.items()
-                         if isinstance(v, float))
-    extra = "".join(f"; {k} `{v}`" for k, v in floor.details.items() if not isinstance(v, float) and "`" not in str(v))
+    numbers = {k: v for k, v in floor.details.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    measured = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" if isinstance(v, float) else f"{k.replace('_', ' ')} {v}"
+                         for k, v in numbers.items())
+    extra = "".join(f"; {k} `{v}`" for k, v in floor.details.items() if k not in numbers and "`" not in str(v))
     line = (f"Floor ({floor.name}, before training): {floor.split} {floor.metric} = {floor.value:.4f}"
             + (f" ({measured}{extra})" if floor.details else "") + f". {floor.how[0].upper()}{floor.how[1:]}"
             + (f" (measured in {entry['seconds']:.1f} s, part of the wall time)." if "seconds" in entry else "."))

@@ -322,7 +322,7 @@ def _floor(plan, p):
                             plan.trainer.eval_batch_size)
     floor = trained.reader.floor(p.splits, embed)
     if floor is not None:
-        note(f"note: floor: the untrained encoder's {floor.name} on {floor.split}: {floor.metric} {floor.value:.4f}")
+        note(f"note: floor ({floor.said}): {floor.split} {floor.metric} {floor.value:.4f}")
     return floor, round(time.time() - started, 1)
 
 

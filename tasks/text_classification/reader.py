@@ -19,6 +19,7 @@ from appzoo.task.serving import Field, Serving
 from appzoo.reports.mistakes import label_mistakes, multilabel_mistakes
 from appzoo.utils.progress import note
 from appzoo.registry import METRICS, READERS, did_you_mean
+from tasks.text_classification import probe
 
 
 #: ``dataset_reader.calibrate``: how the probabilities of a single-label model are calibrated on dev.
@@ -251,6 +252,23 @@ class ClassificationReader(DatasetReader):
                     feature["labels"] = index[example["label"]]
             features.append(feature)
         return features
+
+    # ---- the floor ---------------------------------------------------------
+    def floor(self, splits, embed):
+        """The frozen-encoder probe (:mod:`tasks.text_classification.probe`): a logistic regression on the
+        untrained encoder's text vectors, trained on (a sample of) train, scored on (a sample of) dev in
+        ``trainer.metric_for_best`` when that is accuracy or macro_f1, else in accuracy. None when dev is
+        missing or train has one class, and for ``multi_label``: one probe per label with its own threshold
+        would be a second model to tune, and its subset accuracy or F1 a floor of those choices as much as
+        of the encoder."""
+        if self.multi_label:
+            return None
+        train, dev = ([(e["text"], e["label"]) for e in splits.get(split, ()) if e.get("label") is not None]
+                      for split in ("train", "dev"))
+        labels = (read_label_file(self.label_file, encoding=self.encoding) if self.label_file
+                  else sorted({label for _, label in train}))  # what build_labels gives, without its warnings
+        metric = self.tune_metric if self.tune_metric in probe.METRICS_SCORED else "accuracy"
+        return probe.probe_floor(train, dev, labels, embed, metric)
 
     # ---- output side -----------------------------------------------------
     def decode(self, examples, features, outputs, labels):
