@@ -73,6 +73,35 @@ def cli(param_path, out, *args):
     return run_trainer.main(["--param_path", param_path, "--set", f"trainer.output_dir={out}", *args])
 
 
+def xlmr_folder(out, layers=1, unused="", normalize=None, extra_rows=0):
+    """A multilingual-e5-layout folder in ``out``: config.json, Paddle weights of a BERT of width 16 with
+    ``layers`` layers, and a Unigram tokenizer.json whose pieces are each character of data/ alone and after
+    the word-start mark, and the pieces of ``unused``; ``extra_rows`` embedding rows beyond the pieces."""
+    import glob
+
+    import paddle
+    from paddlenlp.transformers import BertConfig, BertModel
+
+    from appzoo.data.unigram import build_tokenizer_json
+
+    chars = set(unused)
+    for path in glob.glob(os.path.join(ROOT, "data", "*", "*.*")):
+        if path.endswith((".tsv", ".txt")):
+            with open(path, encoding="utf-8") as f:
+                chars.update(c for c in f.read() if not c.isspace())
+    chars = sorted(chars)
+    pieces = ["<s>", "<pad>", "</s>", "<unk>", "\u2581"] + chars + ["\u2581" + c for c in chars]
+    scores = [0.0] * 4 + [-3.0] + [-6.0] * len(chars) + [-5.0] * len(chars)
+    ids = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
+    (out / "tokenizer.json").write_text(build_tokenizer_json(pieces, scores, normalize or {}, ids), encoding="utf-8")
+    paddle.seed(0)
+    model = BertModel(BertConfig(vocab_size=len(pieces) + extra_rows, hidden_size=16, num_hidden_layers=layers,
+                                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=128,
+                                 pad_token_id=1))
+    model.save_pretrained(str(out))
+    return str(out)
+
+
 def tiny_ernie(vocab_size=30, seed=0):
     """A one-layer ERNIE of width 16: a real encoder that builds in milliseconds."""
     import paddle

