@@ -4,7 +4,7 @@
     python benchmarks/frozen_prefix.py --sets weibo --freeze 0 9
 
 Each (set, depth) is one process (its peak RSS is its own): the set's benchmark config
-(``benchmarks/configs/cls_tnews_e5.json``, ``ner_weibo_e5_bilstm_crf.json``) on the first ``--train`` training
+(``benchmarks/configs/cls_tnews_e5_frozen.json``, ``ner_weibo_e5_bilstm_crf.json``) on the first ``--train`` training
 examples and ``--dev`` dev examples, ``--steps`` optimizer steps on one thread, the cache in a fresh folder. The
 step time is the mean of the steps after the first two (the log's elapsed time); the cache fill is the time
 from the start of the run to its first step less the same run's time at depth 0 (reading, converting and pruning
@@ -21,7 +21,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETS = {"tnews": ("benchmarks/configs/cls_tnews_e5.json", "tsv"),
+SETS = {"tnews": ("benchmarks/configs/cls_tnews_e5_frozen.json", "tsv"),
         "weibo": ("benchmarks/configs/ner_weibo_e5_bilstm_crf.json", "conll")}
 RESULT = os.path.join(ROOT, "benchmarks", "results", "frozen_prefix.json")
 
