@@ -63,11 +63,58 @@ def table(rows):
     return "\n".join(out)
 
 
+#: Step 21's gates on the chosen recipe (3 seeds, at most 45 minutes a run on 2 cores): (set, split, metric, bar, why)
+GATES = [("Weibo", "test", "micro_f1", 0.55, "above the no-pretraining BiLSTM-CRF's 52.8"),
+         ("AFQMC", "dev", "auc", 0.70, "above the untrained encoder's cosine, 0.653"),
+         ("TNEWS", "dev", "accuracy", 0.546, "ERNIE 3.0 Nano's 54.57")]
+
+
+def group(label):
+    """A row's recipe: its label without the trailing ", seed N"."""
+    head, _, tail = label.rpartition(", seed ")
+    return head if head and tail.isdigit() else label
+
+
+def value(row, split, metric):
+    """The run's value of ``metric`` on ``split`` at its best checkpoint (dev: the evaluation that chose it)."""
+    if split == "test":
+        return row["test"].get(metric)
+    best = max(row["evals"], key=lambda e: e["dev"]) if row["evals"] else {}
+    return best.get("dev") if metric == row["metric"] else best.get(metric)
+
+
+def gates(rows, chosen):
+    """The gate table: for each set, the chosen recipe's seeds, mean ± std, the bar and whether it is met."""
+    import statistics
+
+    out = ["| set | chosen recipe | seeds | value (mean ± std) | per seed | bar | met | longest run (min) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, split, metric, bar, why in GATES:
+        recipe = chosen.get(name)
+        runs = [r for r in rows if group(r["label"]) == recipe]
+        values = [v for v in (value(r, split, metric) for r in runs) if v is not None]
+        if not values:
+            out.append(f"| {name} | {recipe or '–'} | 0 | not run | – | {split} {metric} ≥ {bar} ({why}) | not measured | – |")
+            continue
+        mean = statistics.mean(values)
+        std = statistics.stdev(values) if len(values) > 1 else float("nan")
+        met = "met" if mean >= bar and len(values) >= 3 else (
+            f"not met ({len(values)} seed{'s' if len(values) > 1 else ''}, 3 asked)" if mean >= bar
+            else f"not met (gap {bar - mean:.4f})")
+        out.append(f"| {name} | {recipe} | {len(values)} | {mean:.4f} ± {std:.4f} | "
+                   f"{', '.join(f'{v:.4f}' for v in values)} | {split} {metric} ≥ {bar} ({why}) | {met} | "
+                   f"{max(r['wall_min'] for r in runs)} |")
+    return "\n".join(out)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", help="LABEL=RUN_FOLDER")
     parser.add_argument("--keep", help="write the kept summary (JSON) here; with runs already kept, they stay")
     parser.add_argument("--from", dest="source", help="a kept summary to print the table of")
+    parser.add_argument("--md", help="write the RESULTS.md section here (benchmarks/results/*.md are kept sections)")
+    parser.add_argument("--chosen", nargs="*", default=[], metavar="SET=RECIPE",
+                        help="the recipe each set's gate is judged on (a row label without its ', seed N')")
     args = parser.parse_args(argv)
     if args.source:
         rows = json.load(open(args.source, encoding="utf-8"))["runs"]
@@ -81,7 +128,19 @@ def main(argv=None):
                 json.dump({"runs": rows}, f, indent=1)
             os.replace(args.keep + ".tmp", args.keep)
     print(table(rows))
+    if args.md:
+        chosen = dict(spec.split("=", 1) for spec in args.chosen)
+        text = SECTION.format(table=table(rows), gates=gates(rows, chosen), command=" ".join(
+            ["python benchmarks/time_to_accuracy.py --from", args.source or args.keep or "?", "--md", args.md,
+             *(f"--chosen '{c}'" for c in args.chosen)]))
+        with open(args.md, "w", encoding="utf-8") as f:
+            f.write(text)
     return 0
+
+
+SECTION = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "time_to_accuracy.md.in"),
+               encoding="utf-8").read() if os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                      "time_to_accuracy.md.in")) else "{table}\n\n{gates}\n"
 
 
 if __name__ == "__main__":
