@@ -1,11 +1,12 @@
 """Time to accuracy (DAWNBench's way): a run's best dev metric by 10, 30 and 60 minutes of wall time, and its end.
 
-    python benchmarks/time_to_accuracy.py LABEL=RUN_FOLDER ... [--keep benchmarks/results/time_to_accuracy.json]
+    python benchmarks/time_to_accuracy.py LABEL=RUN_FOLDER[:CPU_SECONDS] ... [--keep benchmarks/results/time_to_accuracy.json]
     python benchmarks/time_to_accuracy.py --from benchmarks/results/time_to_accuracy.json    # the table again
 
 Reads each run folder's ``train_log.jsonl`` (every evaluation on dev, with the wall time the run had taken,
 setup, encoder conversion and the frozen prefix's cache included) and ``metrics.json`` (the test split of the
-best checkpoint, the run's wall and the CPU it used), keeps what the table needs in ``--keep`` (so the table is
+best checkpoint, the run's wall time; its CPU seconds, user and system, as read from /proc while it ran, where given
+after a colon), keeps what the table needs in ``--keep`` (so the table is
 written again without the folders), and prints the Markdown table.
 """
 import argparse
@@ -17,6 +18,7 @@ MARKS = (10, 30, 60)  # minutes
 
 
 def summarise(label, folder):
+    folder, _, cpu = folder.partition(":")
     log = os.path.join(folder, "train_log.jsonl")
     metrics = json.load(open(os.path.join(folder, "metrics.json"), encoding="utf-8"))
     metric = metrics["best"]["metric"]
@@ -34,7 +36,7 @@ def summarise(label, folder):
     return {"label": label, "folder": folder, "metric": metric, "evals": evals,
             "best": metrics["best"], "wall_min": round(metrics.get("wall_time_s", 0) / 60, 1),
             "test": {k: test[k] for k in (metric, "accuracy", "macro_f1", "auc") if k in test},
-            "floor": metrics.get("floor"),
+            "floor": metrics.get("floor"), "cpu_min": round(float(cpu) / 60, 1) if cpu else None,
             "settings": {"freeze_layers": config["model"].get("encoder", {}).get("freeze_layers"),
                          "learning_rate": config["trainer"]["learning_rate"],
                          "head_learning_rate": config["trainer"].get("head_learning_rate"),
@@ -51,15 +53,15 @@ def by(row, minutes):
 
 def table(rows):
     head = "| run | metric | " + " | ".join(f"dev by {m} min" for m in MARKS) + \
-           " | best dev (step, min) | test at best | wall (min) |"
-    out = [head, "|" + "---|" * (len(MARKS) + 5)]
+           " | best dev (step, min) | test at best | wall (min) | CPU (min) |"
+    out = [head, "|" + "---|" * (len(MARKS) + 6)]
     for r in rows:
         marks = " | ".join("–" if by(r, m) is None else f"{by(r, m):.4f}" for m in MARKS)
         best = max(r["evals"], key=lambda e: e["dev"]) if r["evals"] else None
         at = f"{best['dev']:.4f} ({best['step']}, {best['minutes']:.0f})" if best else "–"
         test = r["test"].get(r["metric"])
         out.append(f"| {r['label']} | {r['metric']} | {marks} | {at} | "
-                   f"{'–' if test is None else f'{test:.4f}'} | {r['wall_min']} |")
+                   f"{'–' if test is None else f'{test:.4f}'} | {r['wall_min']} | {r.get('cpu_min') or '–'} |")
     return "\n".join(out)
 
 
@@ -87,7 +89,7 @@ def gates(rows, chosen):
     """The gate table: for each set, the chosen recipe's seeds, mean ± std, the bar and whether it is met."""
     import statistics
 
-    out = ["| set | chosen recipe | seeds | value (mean ± std) | per seed | bar | met | longest run (min) |",
+    out = ["| set | chosen recipe | seeds | value (mean ± std) | per seed | bar | met | longest run, wall / CPU (min) |",
            "|---|---|---|---|---|---|---|---|"]
     for name, split, metric, bar, why in GATES:
         recipe = chosen.get(name)
@@ -103,7 +105,7 @@ def gates(rows, chosen):
             else f"not met (gap {bar - mean:.4f})")
         out.append(f"| {name} | {recipe} | {len(values)} | {mean:.4f} ± {std:.4f} | "
                    f"{', '.join(f'{v:.4f}' for v in values)} | {split} {metric} ≥ {bar} ({why}) | {met} | "
-                   f"{max(r['wall_min'] for r in runs)} |")
+                   f"{max(r['wall_min'] for r in runs)} / {max((r.get('cpu_min') or 0) for r in runs) or '–'} |")
     return "\n".join(out)
 
 
