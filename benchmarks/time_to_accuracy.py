@@ -14,6 +14,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.record import put_section  # noqa: E402
+
 MARKS = (10, 30, 60)  # minutes
 
 
@@ -103,7 +106,11 @@ def gates(rows, chosen):
         met = "met" if mean >= bar and len(values) >= 3 else (
             f"not met ({len(values)} seed{'s' if len(values) > 1 else ''}, 3 asked)" if mean >= bar
             else f"not met (gap {bar - mean:.4f})")
-        out.append(f"| {name} | {recipe} | {len(values)} | {mean:.4f} ± {std:.4f} | "
+        slowest = max((r.get("cpu_min") or 0) for r in runs)
+        if slowest > 45:
+            met += f"; a run took {slowest} CPU minutes, over 45"
+        spread = f"{mean:.4f} ± {std:.4f}" if len(values) > 1 else f"{mean:.4f}"
+        out.append(f"| {name} | {recipe} | {len(values)} | {spread} | "
                    f"{', '.join(f'{v:.4f}' for v in values)} | {split} {metric} ≥ {bar} ({why}) | {met} | "
                    f"{max(r['wall_min'] for r in runs)} / {max((r.get('cpu_min') or 0) for r in runs) or '–'} |")
     return "\n".join(out)
@@ -114,7 +121,8 @@ def main(argv=None):
     parser.add_argument("runs", nargs="*", help="LABEL=RUN_FOLDER")
     parser.add_argument("--keep", help="write the kept summary (JSON) here; with runs already kept, they stay")
     parser.add_argument("--from", dest="source", help="a kept summary to print the table of")
-    parser.add_argument("--md", help="write the RESULTS.md section here (benchmarks/results/*.md are kept sections)")
+    parser.add_argument("--book", help="put the section into this Markdown file (benchmarks/RESULTS.md), replacing "
+                                       "its earlier version; the rest of the file is kept byte for byte")
     parser.add_argument("--notes", help="a text file of what the table alone does not say, put under it")
     parser.add_argument("--chosen", nargs="*", default=[], metavar="SET=RECIPE",
                         help="the recipe each set's gate is judged on (a row label without its ', seed N')")
@@ -131,14 +139,14 @@ def main(argv=None):
                 json.dump({"runs": rows}, f, indent=1)
             os.replace(args.keep + ".tmp", args.keep)
     print(table(rows))
-    if args.md:
+    if args.book:
         chosen = dict(spec.split("=", 1) for spec in args.chosen)
         text = SECTION.format(table=table(rows), gates=gates(rows, chosen), notes=open(args.notes, encoding="utf-8").read().strip() if args.notes else "", command=" ".join(
-            ["python benchmarks/time_to_accuracy.py --from", args.source or args.keep or "?", "--md", args.md,
+            ["python benchmarks/time_to_accuracy.py --from", args.source or args.keep or "?", "--book", args.book,
              *(["--notes", args.notes] if args.notes else []),
              *(f"--chosen '{c}'" for c in args.chosen)]))
-        with open(args.md, "w", encoding="utf-8") as f:
-            f.write(text)
+        heading, _, body = text.partition("\n")
+        put_section(args.book, heading, body, until="## ")
     return 0
 
 
