@@ -144,7 +144,7 @@ def main(argv=None):
         text = SECTION.format(table=table(rows), gates=gates(rows, chosen), notes=open(args.notes, encoding="utf-8").read().strip() if args.notes else "", command=" ".join(
             ["python benchmarks/time_to_accuracy.py --from", args.source or args.keep or "?", "--book", args.book,
              *(["--notes", args.notes] if args.notes else []),
-             *(f"--chosen '{c}'" for c in args.chosen)]))
+             *(["--chosen", *(f"'{c}'" for c in args.chosen)] if args.chosen else [])]))
         heading, _, body = text.partition("\n")
         put_section(args.book, heading, body, until="## ")
     return 0
