@@ -29,6 +29,7 @@ import zipfile
 
 import numpy as np
 
+from appzoo.encoders.prune import transformer_layers
 from appzoo.errors import ConfigError
 from appzoo.utils import files
 from appzoo.utils.progress import note
@@ -66,17 +67,13 @@ def check_cache_dir(spec, key_path="model.encoder.cache_dir"):
                           f"written (give a folder the run may write, or set model.encoder.prefix_cache to off)")
 
 
-def layer_stack(encoder):
-    """``(stack, layers)``: the encoder's transformer stack and its list of layers (a PaddleNLP BERT or ERNIE
-    model's ``encoder`` is a ``TransformerEncoder``, or a layer list when fused)."""
-    stack = encoder.encoder
-    return stack, (stack.layers if hasattr(stack, "layers") else stack)
-
-
 def attach(encoder, spec):
     """Freeze ``spec.freeze_layers`` layers of ``encoder`` and attach its :class:`FrozenPrefix` (with its cache
     unless ``prefix_cache`` is off); returns it. ConfigError when the encoder has fewer layers."""
-    _, layers = layer_stack(encoder)
+    layers = transformer_layers(encoder)
+    if layers is None:
+        raise ConfigError(f"{FREEZE}: this encoder ({type(encoder).__name__}) has no transformer layers to find "
+                          f"(model.encoder.encoder.layers); set freeze_layers to 0")
     if spec.freeze_layers > len(layers):
         raise ConfigError(f"{FREEZE}: {spec.freeze_layers} is more than the encoder's {len(layers)} layers; give "
                           f"0 to {len(layers)} ({len(layers)}: the whole encoder)")
@@ -104,7 +101,7 @@ class FrozenPrefix:
 
     def __init__(self, encoder, n):
         self.encoder, self.n = encoder, n
-        self.stack, self.layers = layer_stack(encoder)
+        self.stack, self.layers = encoder.encoder, transformer_layers(encoder)
         self.frozen = [encoder.embeddings, *list(self.layers)[:n]]
         for layer in self.frozen:
             for p in layer.parameters():
