@@ -26,7 +26,7 @@ os.chdir(ROOT)
 
 from appzoo.env import configure_cpu  # noqa: E402
 from appzoo.utils.files import write_json  # noqa: E402
-from benchmarks.record import machine, machine_line, put_section  # noqa: E402
+from benchmarks.record import keep_section, machine, machine_line  # noqa: E402
 
 #: set -> (title, teacher run, its command, student sweep folder, the student's param file, dev metric, test metric)
 SETS = {
@@ -144,7 +144,7 @@ def main(argv=None):
         result["sets"][name] = cells
         print(name, json.dumps(cells["speed"]), flush=True)
     write_json(args.out, result)
-    put_section(args.book, SECTION, markdown(result), until="## ")
+    keep_section(args.book, "distill", f"{SECTION}\n\n{markdown(result)}")
     print(markdown(result))
     return 0
 

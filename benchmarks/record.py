@@ -117,3 +117,15 @@ def put_section(path, marker, text, until=None):
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(until)), end)
     after = "".join(lines[end:])
     write_text(path, "".join(lines[:start]) + section + ("\n" + after if after else ""))
+
+
+def keep_section(book, name, text):
+    """Put the section ``text`` (its ``## `` heading line first) into the Markdown file ``book`` with
+    :func:`put_section`, and keep it as ``results/NAME.md`` beside ``book``
+    (``benchmarks/results/NAME.md`` for ``benchmarks/RESULTS.md``), where ``results_book.py`` reads it back,
+    so writing the book again never drops a section a benchmark script wrote."""
+    heading, _, body = text.strip("\n").partition("\n")
+    kept = os.path.join(os.path.dirname(book), "results")
+    os.makedirs(kept, exist_ok=True)
+    write_text(os.path.join(kept, f"{name}.md"), f"{heading}\n\n{body.strip()}\n")
+    put_section(book, heading, body, until="## ")

@@ -31,7 +31,7 @@ os.chdir(ROOT)
 from appzoo.env import available_cores, configure_cpu  # noqa: E402
 from appzoo.store.bundle import MARKER  # noqa: E402  (light: no paddle)
 from appzoo.utils.files import write_json  # noqa: E402  (atomic)
-from benchmarks.record import PACKAGES, machine, machine_line, put_section  # noqa: E402
+from benchmarks.record import PACKAGES, keep_section, machine, machine_line  # noqa: E402
 
 RUN = os.path.join("output", "serve_bench", "tiny")  # serve_load.py's tiny model
 TRAIN = ["run_trainer.py", "--param_path", "examples/cls_ernie_fc_ch.json", "--set", f"trainer.output_dir={RUN}",
@@ -165,7 +165,7 @@ def report(rows, code, threads, requests, args, dimensions, load):
     if not args.quick:
         write_json(RESULTS, {"rows": rows, "exit_code": code, "threads": threads, "load_average": load,
                              "machine": info})
-        put_section(os.path.join("benchmarks", "RESULTS.md"), SECTION, text, until="## ")
+        keep_section(os.path.join("benchmarks", "RESULTS.md"), "serve_embeddings", f"{SECTION}\n\n{text}")
 
 
 if __name__ == "__main__":

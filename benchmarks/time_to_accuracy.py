@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.record import put_section  # noqa: E402
+from benchmarks.record import keep_section  # noqa: E402
 
 MARKS = (10, 30, 60)  # minutes
 
@@ -145,8 +145,7 @@ def main(argv=None):
             ["python benchmarks/time_to_accuracy.py --from", args.source or args.keep or "?", "--book", args.book,
              *(["--notes", args.notes] if args.notes else []),
              *(["--chosen", *(f"'{c}'" for c in args.chosen)] if args.chosen else [])]))
-        heading, _, body = text.partition("\n")
-        put_section(args.book, heading, body, until="## ")
+        keep_section(args.book, "time_to_accuracy", text)
     return 0
 
 

@@ -96,6 +96,26 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def reachable(graph, start):
+    """The modules ``start`` loads, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for dep in graph[todo.pop()] - seen:
+            seen.add(dep)
+            todo.append(dep)
+    return seen
+
+
+def test_the_trainer_loads_neither_the_predictor_stack_nor_the_teacher():
+    """The step knows what it back-propagates through one slot (appzoo.losses.objective), never a distillation or
+    GradCache by name: run/trainer.py reaches the one prediction loop it evaluates with, and none of the Predictor's
+    engines, quantisation and export, nor run/teacher (the distilled run's objective is passed in)."""
+    reach = reachable(import_graph(), "appzoo.run.trainer")
+    assert {"appzoo.inference.prediction", "appzoo.losses.objective", "appzoo.data.sampler"} <= reach
+    assert sorted(reach & {"appzoo.run.teacher", "appzoo.inference.predictor", "appzoo.inference.engines",
+                           "appzoo.inference.quantize", "appzoo.inference.export"}) == []
+
+
 def test_the_core_never_imports_the_tasks():
     graph = import_graph()
     offenders = {name: sorted(d for d in deps if d.split(".")[0] == "tasks")

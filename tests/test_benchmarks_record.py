@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.record import FLAGS, fp32_peak_gflops, machine, machine_line, put_section  # noqa: E402
+from benchmarks.record import FLAGS, fp32_peak_gflops, keep_section, machine, machine_line, put_section  # noqa: E402
 
 MARKER = "<!-- written by benchmarks/x.py: everything below this line -->"
 BOOK = ("# Results\n\nIntro.\n\n## A\n\nkept A\n\n"
@@ -22,6 +22,20 @@ def test_put_section_replaces_only_its_own_section_up_to_the_next_heading(tmp_pa
     before, ours_and_after = BOOK.split("## Ours")
     after = "## B" + ours_and_after.split("## B", 1)[1]
     assert path.read_bytes().decode() == before + "## Ours\n\nnew body\n\n" + after, "the rest byte for byte"
+
+
+def test_keep_section_puts_it_into_the_book_and_keeps_it_where_the_book_is_written_from(tmp_path):
+    """A script's section lands in RESULTS.md now and in results/NAME.md, which results_book.py reads back."""
+    path = tmp_path / "RESULTS.md"
+    path.write_bytes(BOOK.encode())
+    keep_section(str(path), "ours", "## Ours\n\nnew body\n")
+    assert path.read_text(encoding="utf-8") == BOOK.replace("old body\n\n### a subsection, ours too\n\nold\n\n",
+                                                            "new body\n\n")
+    assert (tmp_path / "results" / "ours.md").read_text(encoding="utf-8") == "## Ours\n\nnew body\n"
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import results_book
+
+    assert results_book.kept_sections(str(tmp_path / "results")) == ["", "## Ours\n\nnew body", ""]
 
 
 def test_put_section_below_a_marker_replaces_everything_after_it(tmp_path):

@@ -3,6 +3,7 @@ resuming, the verdict rule and one-line errors before anything runs."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -498,7 +499,7 @@ def test_a_kept_summary_without_its_folder_is_judged_again_from_its_recorded_sta
     (tmp_path / "x.json").write_text(json.dumps(kept), encoding="utf-8")
     lines = results_book.sweep_section("output/bench/x/sweep", "python run_trainer.py ...", keep=True)
     text = "\n".join(lines)
-    assert "- Summary: `" + str(tmp_path / "x.json") + "`, kept from the sweep folder (not on this machine); 4 decimals" in text
+    assert "- Summary: `" + str(tmp_path / "x.json") + "`, kept from the sweep folder; 4 decimals" in text
     assert "- Wall time: 90 s for 6 runs (15 s per run)" in text and "- Sizes: the sizes" in text
     from scipy.stats import ttest_ind_from_stats
     p_focal = ttest_ind_from_stats(0.8814, 0.0034, 3, 0.8857, 0.0032, 3, equal_var=False).pvalue
@@ -506,6 +507,21 @@ def test_a_kept_summary_without_its_folder_is_judged_again_from_its_recorded_sta
     assert f"| focal | 3 | 0.8814 ± 0.0034 | 0.8384 ± 0.0025 | 10.0 | tie | {p_focal:.3f} | worse | {p_test:.3f} |" in text, \
         "worse on test (the old verdict), a tie on dev (the one that chooses)"
     assert "| crf | 3 | 0.9000 ± 0.0025 | 0.8500 ± 0.0039 | 10.0 | better |" in text
+
+
+def test_results_md_is_the_book_written_again_from_what_the_repository_keeps(tmp_path, monkeypatch):
+    """On a machine without one sweep folder (a CI clone), the kept summaries and the sections the other
+    benchmark scripts keep in benchmarks/results/ give back benchmarks/RESULTS.md byte for byte: no table
+    of it stands only in the book."""
+    with open(os.path.join("benchmarks", "RESULTS.md"), encoding="utf-8") as f:
+        committed = f.read()
+    for kept in (os.path.join("benchmarks", "results"), results_book.RECIPES):
+        shutil.copytree(kept, tmp_path / kept)
+    monkeypatch.chdir(tmp_path)
+    assert not os.path.exists("output")
+    written = results_book.book(results_book.TABLES)
+    assert written.splitlines() == committed.splitlines(), "run python benchmarks/results_book.py and commit it"
+    assert written == committed
 
 
 def test_the_book_says_when_dev_is_carved_out_of_train(tmp_path):

@@ -89,6 +89,23 @@ class Sampler:
                             f"{self.world_size} data-parallel processes")
         return steps
 
+    def planned_indices(self, state, total):
+        """The training features a run takes from where ``state`` (a
+        :class:`~appzoo.run.trainer.TrainerState`) stands up to step ``total``:
+        this rank's batches, epoch by epoch, sorted."""
+        indices, step, epoch, start = set(), state.global_step, state.epoch, state.step_in_epoch
+        while step < total:
+            order = self.epoch(epoch)
+            if not order:
+                break
+            for group in order[start:]:
+                indices.update(i for micro in group for i in micro)
+                step += 1
+                if step >= total:
+                    break
+            epoch, start = epoch + 1, 0
+        return sorted(indices)
+
     def loss_share(self, features):
         """1, or with length-grouped batches and a per-token loss the batch's
         tokens over the mean tokens of a batch: a batch of short sentences

@@ -228,7 +228,7 @@ def _modes(plan, prepared, folder, resume_from, started, callbacks=()):
 
     cfg, p, trained = plan.trainer, prepared, prepared.bundle
     trainer = Trainer(trained, cfg, (plan.metric, plan.greater), [*_callbacks(plan, folder), *callbacks],
-                      started, teacher=p.teacher)
+                      started, p.teacher and p.teacher.objective())
     metrics = {}
     if "audit" in plan.do:
         _audit(plan, p, folder, trainer.is_main)

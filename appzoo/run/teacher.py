@@ -191,6 +191,10 @@ class Teacher:
         files.write_bytes(self.path, buffer.getvalue())
 
     # ---- the loss --------------------------------------------------------------
+    def objective(self):
+        """The objective a run distilled from this teacher trains by (:class:`Distillation`)."""
+        return Distillation(self)
+
     def loss(self, out, batch):
         """The student's loss of one batch: its hard-label loss (``out["loss"]``) and the soft loss to the
         teacher's rows in ``batch`` (:data:`KEY`), weighted by ``alpha``."""
@@ -209,24 +213,25 @@ class Teacher:
         return (1.0 - alpha) * out["loss"].astype("float32") + alpha * soft
 
 
-def planned_indices(sampler, state, total):
-    """The training features a run will take from where ``state`` stands up to step ``total``: the batches
-    :class:`~appzoo.data.sampler.Sampler` plans, epoch by epoch, for this rank."""
-    indices, step, epoch, start = set(), state.global_step, state.epoch, state.step_in_epoch
-    while step < total:
-        order = sampler.epoch(epoch)
-        if not order:
-            break
-        for group in order[start:]:
-            indices.update(i for micro in group for i in micro)
-            step += 1
-            if step >= total:
-                break
-        epoch, start = epoch + 1, 0
-    return sorted(indices)
-
-
 def _few(labels, shown=6):
     labels = list(labels)
     more = f", ... ({len(labels)} in all)" if len(labels) > shown else ""
     return "[" + ", ".join(repr(x) for x in labels[:shown]) + more + "]"
+
+
+class Distillation:
+    """The objective of a distilled run (:mod:`appzoo.losses.objective`): before the first step, the teacher's
+    rows of the features the steps ahead learn from (read from its cache, or computed and kept by the main
+    process); each step, the student's loss mixed with the soft loss to them (:meth:`Teacher.loss`)."""
+
+    def __init__(self, teacher):
+        self.teacher = teacher
+
+    def prepare(self, features, planned):
+        import paddle
+
+        self.teacher.attach(features, planned(), paddle.distributed.get_rank() == 0)
+
+    def __call__(self, outputs, batch):
+        loss = self.teacher.loss(outputs, batch)
+        return loss, [loss]

@@ -16,7 +16,6 @@ import paddle
 
 from appzoo.run import callbacks as cb
 from appzoo.run import interrupts, param_groups
-from appzoo.run.teacher import planned_indices
 from appzoo.inference import prediction
 from appzoo.data.sampler import Sampler
 from appzoo.errors import DivergedError, Interrupted
@@ -52,11 +51,12 @@ class Trainer:
     the best model (default: :meth:`TrainerConfig.dev_metric`); ``callbacks``:
     what is done with logs, the best model and checkpoints; ``started``: when
     the run began (``time.time()``), for the wall time the state carries;
-    ``teacher``: a distilled run's :class:`~appzoo.run.teacher.Teacher`."""
+    ``objective``: what a step back-propagates (:mod:`appzoo.losses.objective`; default: the model's own,
+    ``model.objective()``)."""
 
-    def __init__(self, bundle, config, metric=None, callbacks=(), started=None, teacher=None):
+    def __init__(self, bundle, config, metric=None, callbacks=(), started=None, objective=None):
         self.bundle = bundle
-        self.teacher = teacher  # a distilled run's appzoo.run.teacher.Teacher: its logits, and the mixed loss
+        self.objective = objective or bundle.model.objective()
         self.model, self.reader = bundle.model, bundle.reader
         self.config = config
         self.metric, self.greater = metric or config.dev_metric(bundle.reader)
@@ -100,8 +100,7 @@ class Trainer:
                 self.state.epoch, self.state.step_in_epoch = self.state.epoch + 1, 0
             self._restore_best()
             return self.state
-        if self.teacher is not None:  # its logits of what the steps ahead will learn from
-            self.teacher.attach(train_features, planned_indices(self.sampler, self.state, total), self.is_main)
+        self.objective.prepare(train_features, lambda: self.sampler.planned_indices(self.state, total))
 
         bar = self._bar = progress(total=total, initial=self.state.global_step, desc="train", unit="step",
                                    disable=not (cfg.progress_bar and self.is_main), dynamic_ncols=True)
@@ -200,8 +199,8 @@ class Trainer:
     def _train_step(self, micro_batches):
         """One optimizer step over ``micro_batches`` (lists of features):
         gradients accumulate, the loss is their mean. Returns the loss tensor.
-        A model's output may carry ``loss_parts`` (GradCache): those are
-        back-propagated, one by one and scaled like the loss, instead of it."""
+        What is back-propagated is the objective's: its parts, one by one and
+        scaled like the loss (:mod:`appzoo.losses.objective`)."""
         paddle.seed(self.config.seed + self.state.global_step)  # dropout masks survive a resume
         self._train_model.train()
         total = None
@@ -211,15 +210,12 @@ class Trainer:
             with contextlib.nullcontext() if sync else self._train_model.no_sync():
                 with self._autocast():
                     out = self._train_model(**self._inputs(batch))
-                if self.teacher is not None:
-                    out = {**out, "loss": self.teacher.loss(out, batch)}
-                # GradCache models (appzoo.losses.grad_cache) return the loss detached and the parts whose
-                # gradients add up to its own, each built when it is back-propagated
+                loss, parts = self.objective(out, batch)
                 share = self.sampler.loss_share(features) / len(micro_batches)
-                for part in out["loss_parts"] if "loss_parts" in out else [out["loss"]]:
+                for part in parts:
                     part = part.astype("float32") * share
                     (self.scaler.scale(part) if self.scaler else part).backward()
-                loss = out["loss"].astype("float32") * share
+                loss = loss.astype("float32") * share
             total = loss.detach() if total is None else total + loss.detach()
         if self.scaler:  # fp16: an overflow in the scaled gradients only skips the step (and lowers the scale)
             self.scaler.unscale_(self.optimizer)

@@ -12,6 +12,7 @@ from appzoo.data.encoding import encode_texts, pad
 from appzoo.errors import ConfigError
 from appzoo.losses import LOSSES, build_loss, losses_for
 from appzoo.losses.base import from_training_labels
+from appzoo.losses.objective import ModelLoss
 
 
 class TaskModel(paddle.nn.Layer):
@@ -52,6 +53,11 @@ class TaskModel(paddle.nn.Layer):
 
     def input_spec(self):
         raise NotImplementedError(f"{type(self).__name__}.input_spec")
+
+    def objective(self):
+        """What the trainer back-propagates for this model (:mod:`appzoo.losses.objective`): its own loss. A
+        model whose forward returns other parts to back-propagate (GradCache) overrides this."""
+        return ModelLoss()
 
     def base_encoder(self):
         """The pretrained encoder this model is built on (the ``encoder`` the toolkit passed it), for what is

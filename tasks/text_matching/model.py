@@ -10,6 +10,7 @@ from appzoo.params.keys import Key, check_args
 from appzoo.errors import ConfigError
 from appzoo.losses import build_loss
 from appzoo.losses.grad_cache import grad_cache
+from appzoo.losses.objective import GradCacheLoss
 from appzoo.task.model import (
     Dropout, LossSection, Pooling, PooledClassifier, TaskModel, check_classification_loss, classification_loss,
     encode, pool,
@@ -157,7 +158,8 @@ class ErnieMatchingSiamesePairwise(_Siamese):
     (:func:`appzoo.losses.grad_cache.grad_cache`) whenever gradients are on:
     ``forward`` then returns the loss detached and ``"loss_parts"``, a
     generator of the parts to back-propagate one after the other in place
-    of the loss (the trainer does; so must a caller from Python).
+    of the loss (the trainer does, by :meth:`objective`; so must a caller from
+    Python).
     """
 
     READERS = ("text_matching_pairwise",)
@@ -230,6 +232,12 @@ class ErnieMatchingSiamesePairwise(_Siamese):
             off = paddle.eye(size, dtype="int32") == 0
             loss = self.loss_fn(pos, paddle.masked_select(sim, off).reshape([size, size - 1]))
         return {"scores": pos, "loss": loss}
+
+    def objective(self):
+        """With ``cache_mini_batch_size``: the parts :meth:`_grad_cache` returns are back-propagated."""
+        if getattr(self.loss_fn, "cache_mini_batch_size", None) is not None:
+            return GradCacheLoss()
+        return super().objective()
 
     def _grad_cache(self, query_input_ids, positive_input_ids, negative_input_ids):
         """Training with ``cache_mini_batch_size``: the embedding loss of the whole batch, its encoder
