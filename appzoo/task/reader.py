@@ -16,7 +16,7 @@ import numpy as np
 
 from appzoo.data.encoding import IGNORE_INDEX, collate
 from appzoo.params.keys import Key, check_args
-from appzoo.data.tabular import ON_BAD_LINE, TextFile, check_encoding
+from appzoo.data.tabular import ON_BAD_LINE, TextFile, check_encoding, clip
 from appzoo.task.decisions import Decisions
 from appzoo.task.serving import Field, Serving
 from appzoo.errors import ConfigError, DataError
@@ -67,16 +67,40 @@ class DatasetReader:
             note(f"note: skipped {source.skipped} bad line(s) of {path} (first: {source.first_skipped})")
 
     # ---- data side -------------------------------------------------------
-    def read(self, path, split):
-        """Return a list of examples (dicts); ``split`` is train/dev/test/predict.
+    #: what the examples of a data file are called when a file has none
+    UNIT = "examples"
+    #: what one in-memory input must be (:meth:`read_inputs`), said when one is not
+    INPUT = "an input"
 
-        Predict files may come without labels."""
+    def read(self, path, split):
+        """Return a list of examples (dicts); ``split`` is train/dev/test/predict:
+        those of :meth:`read_file`, refused when there are none but in a
+        predict file. Predict files may come without labels."""
+        examples = self.read_file(path, split)
+        if not examples and split != "predict":
+            raise DataError(f"{path}: no {self.UNIT}")
+        return examples
+
+    def read_file(self, path, split):
+        """The examples of the data file ``path`` (a list, maybe empty)."""
         raise NotImplementedError
 
     def read_inputs(self, inputs):
         """Examples, as :meth:`read` gives them for a predict file, from
-        in-memory inputs (what :class:`appzoo.Predictor` takes); DataError
-        naming the input's index for one that does not fit."""
+        in-memory inputs (what :class:`appzoo.Predictor` takes), each input's
+        fields by :meth:`input_fields`; DataError naming the input's index for
+        one that does not fit."""
+        examples = []
+        for i, value in enumerate(inputs):
+            fields = self.input_fields(value)
+            if fields is None:
+                raise DataError(f"input {i}: expected {self.INPUT}, got {clip(value)}")
+            examples.append({**fields, "label": None, "source": f"input {i}"})
+        return examples
+
+    def input_fields(self, value):
+        """The text fields of an example from one in-memory input, or None
+        when it is not :data:`INPUT`."""
         raise NotImplementedError
 
     def build_labels(self, train_examples):
@@ -137,9 +161,24 @@ class DatasetReader:
         """Metrics dict: scalars at the top level, tables nested."""
         raise NotImplementedError
 
+    #: the example's field that holds its gold answer, written under ``gold`` beside a prediction
+    GOLD = "label"
+
     def prediction_rows(self, examples, predictions, labels):
         """JSON-serialisable rows for predictions.jsonl (and for
-        ``predictions/<split>.jsonl``: there with the gold label under ``gold``)."""
+        ``predictions/<split>.jsonl``), one per example by
+        :meth:`prediction_row`, with the gold answer under ``gold`` where
+        the example has one."""
+        rows = []
+        for example, p in zip(examples, predictions):
+            row = self.prediction_row(example, p, labels)
+            if example.get(self.GOLD) is not None:
+                row["gold"] = example[self.GOLD]
+            rows.append(row)
+        return rows
+
+    def prediction_row(self, example, prediction, labels):
+        """The row of one example's prediction (without its gold answer)."""
         raise NotImplementedError
 
     def mistakes(self, examples, predictions, labels):

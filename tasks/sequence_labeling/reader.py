@@ -116,13 +116,15 @@ class SequenceLabelingReader(DatasetReader):
         self._train_path = None
 
     # ---- reading ---------------------------------------------------------
-    def read(self, path, split):
+    UNIT = "sentences"
+
+    def read_file(self, path, split):
         with self.open_data(path) as source:
-            examples = list(read_sentences(source, path, split, self.format, self.token_column, self.tag_column,
-                                           self.delimiter))
-        if not examples and split != "predict":
-            raise DataError(f"{path}: no sentences")
-        return self._carve_dev(examples, path, split)
+            return list(read_sentences(source, path, split, self.format, self.token_column, self.tag_column,
+                                       self.delimiter))
+
+    def read(self, path, split):
+        return self._carve_dev(super().read(path, split), path, split)
 
     def _carve_dev(self, examples, path, split):
         """With ``dev_from_train``, train and dev read one file: a seeded
@@ -329,24 +331,21 @@ class SequenceLabelingReader(DatasetReader):
         return Serving("text_or_tokens", (Field("tags", "tags"), Field("entities", "entities")),
                        "entities (sequence labeling)")
 
-    def prediction_rows(self, examples, predictions, labels):
+    GOLD = "tags"
+
+    def prediction_row(self, example, p, labels):
         join = "".join if self.format == "spans" else join_tokens  # spans: the tokens are the text's characters
-        rows = []
-        for example, p in zip(examples, predictions):
-            tokens = example["tokens"]
-            entities = [{"type": kind, "start": start, "end": end, "text": join(tokens[start:end])}
-                        for kind, start, end in entity_spans(p["tags"], self.scheme)]
-            row = {"text": "".join(tokens)} if self.format == "spans" else {}  # entity offsets are characters
-            if "offsets" in example:  # a text given to the Predictor or the server: also character spans of it
-                row["text"], offsets = example["text"], example["offsets"]
-                for entity in entities:
-                    entity["char_start"], entity["char_end"] = offsets[entity["start"]][0], offsets[entity["end"] - 1][1]
-                    entity["text"] = example["text"][entity["char_start"]:entity["char_end"]]
-            row.update({"tokens": tokens, "tags": p["tags"], "entities": entities})
-            if example["tags"] is not None:
-                row["gold"] = example["tags"]
-            rows.append(row)
-        return rows
+        tokens = example["tokens"]
+        entities = [{"type": kind, "start": start, "end": end, "text": join(tokens[start:end])}
+                    for kind, start, end in entity_spans(p["tags"], self.scheme)]
+        row = {"text": "".join(tokens)} if self.format == "spans" else {}  # entity offsets are characters
+        if "offsets" in example:  # a text given to the Predictor or the server: also character spans of it
+            row["text"], offsets = example["text"], example["offsets"]
+            for entity in entities:
+                entity["char_start"], entity["char_end"] = offsets[entity["start"]][0], offsets[entity["end"] - 1][1]
+                entity["text"] = example["text"][entity["char_start"]:entity["char_end"]]
+        row.update({"tokens": tokens, "tags": p["tags"], "entities": entities})
+        return row
 
     def mistakes(self, examples, predictions, labels):
         """Entities missed, spurious, of the wrong type or with wrong boundaries, in their sentences."""

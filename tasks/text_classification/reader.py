@@ -98,7 +98,9 @@ class ClassificationReader(DatasetReader):
                                        LogitAdjust(logit_adjust) if logit_adjust is not None else None)
 
     # ---- data side -------------------------------------------------------
-    def read(self, path, split):
+    INPUT = "a non-empty text (a string)"
+
+    def read_file(self, path, split):
         examples = []
         with self.open_data(path) as source:
             for line, row in read_rows(source, self.fields, optional=("label",) if split == "predict" else (),
@@ -109,17 +111,10 @@ class ClassificationReader(DatasetReader):
                     continue
                 examples.append({"text": row["text"], "label": self._parse_label(row["label"]),
                                  "source": f"{path}:{line}"})
-        if not examples and split != "predict":
-            raise DataError(f"{path}: no examples")
         return examples
 
-    def read_inputs(self, inputs):
-        examples = []
-        for i, text in enumerate(inputs):
-            if not isinstance(text, str) or not text.strip():
-                raise DataError(f"input {i}: expected a non-empty text (a string), got {clip(text)}")
-            examples.append({"text": text, "label": None, "source": f"input {i}"})
-        return examples
+    def input_fields(self, value):
+        return {"text": value} if isinstance(value, str) and value.strip() else None
 
     def _row_problem(self, row, split):
         """Why a row cannot be read, else None. JSONL values: the text is a
@@ -362,16 +357,11 @@ class ClassificationReader(DatasetReader):
                            {"thresholds": thresholds})
         return Serving("text", (Field("label", "label"), Field("probs", "probs")), "classification")
 
-    def prediction_rows(self, examples, predictions, labels):
-        rows = []
-        for example, p in zip(examples, predictions):
-            row = {"text": example["text"]}
-            row.update({"labels": p["labels"]} if self.multi_label else {"label": p["label"]})
-            row["probs"] = {name: round(float(v), 6) for name, v in zip(labels, p["probs"])}
-            if example["label"] is not None:
-                row["gold"] = example["label"]
-            rows.append(row)
-        return rows
+    def prediction_row(self, example, p, labels):
+        row = {"text": example["text"]}
+        row.update({"labels": p["labels"]} if self.multi_label else {"label": p["label"]})
+        row["probs"] = {name: round(float(v), 6) for name, v in zip(labels, p["probs"])}
+        return row
 
     def mistakes(self, examples, predictions, labels):
         """Single-label: each misclassified text, its confidence the

@@ -26,7 +26,7 @@ from appzoo.params.keys import Key, check_args
 from appzoo.data.encoding import encode_texts
 from appzoo.task.reader import DatasetReader, label_counts
 from appzoo.data.tabular import (
-    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, clip, columns, table_options,
+    DELIMITER_HELP, FORMAT_HELP, HEADER_HELP, QUOTING_HELP, Column, columns, table_options,
 )
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.calibration import calibration
@@ -82,25 +82,18 @@ class MatchingReader(DatasetReader):
         self.decisions = Decisions(Threshold(threshold, DEFAULT_THRESHOLD))
 
     # ---- data side -------------------------------------------------------
-    def read(self, path, split):
-        return self._read_pairs(path, split)
+    INPUT = "a pair of non-empty texts (text_a, text_b)"
 
-    def _read_pairs(self, path, split):
+    def read_file(self, path, split):
         with self.open_data(path) as source:
-            examples = read_pairs(source, path, split, self.fields, self.options, self.positive_label,
-                                  self.negative_label)
-        if not examples and split != "predict":
-            raise DataError(f"{path}: no examples")
-        return examples
+            return read_pairs(source, path, split, self.fields, self.options, self.positive_label,
+                              self.negative_label)
 
-    def read_inputs(self, inputs):
-        examples = []
-        for i, pair in enumerate(inputs):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-                    and all(isinstance(t, str) and t.strip() for t in pair)):
-                raise DataError(f"input {i}: expected a pair of non-empty texts (text_a, text_b), got {clip(pair)}")
-            examples.append({"text_a": pair[0], "text_b": pair[1], "label": None, "source": f"input {i}"})
-        return examples
+    def input_fields(self, value):
+        if (isinstance(value, (tuple, list)) and len(value) == 2
+                and all(isinstance(t, str) and t.strip() for t in value)):
+            return {"text_a": value[0], "text_b": value[1]}
+        return None
 
     def build_labels(self, train_examples):
         return [self.negative_label, self.positive_label]
@@ -293,18 +286,13 @@ class MatchingReader(DatasetReader):
             outputs += (Field("probs", "probs"),)
         return Serving("pair", outputs, "text matching", {"threshold": self.decision_threshold})
 
-    def prediction_rows(self, examples, predictions, labels):
-        rows = []
-        for example, p in zip(examples, predictions):
-            positive = p["score"] >= self.decision_threshold
-            row = {"text_a": example["text_a"], "text_b": example["text_b"], "score": round(p["score"], 6),
-                   "label": self.positive_label if positive else self.negative_label}
-            if "probs" in p:
-                row["probs"] = {name: round(float(v), 6) for name, v in zip(labels, p["probs"])}
-            if example["label"] is not None:
-                row["gold"] = example["label"]
-            rows.append(row)
-        return rows
+    def prediction_row(self, example, p, labels):
+        positive = p["score"] >= self.decision_threshold
+        row = {"text_a": example["text_a"], "text_b": example["text_b"], "score": round(p["score"], 6),
+               "label": self.positive_label if positive else self.negative_label}
+        if "probs" in p:
+            row["probs"] = {name: round(float(v), 6) for name, v in zip(labels, p["probs"])}
+        return row
 
     def mistakes(self, examples, predictions, labels):
         """Pairs on the wrong side of the decision threshold; the confidence

@@ -79,14 +79,14 @@ class PairwiseMatchingReader(SiameseMatchingReader):
 
     def read(self, path, split):
         if split != "train":
-            return self._read_pairs(path, split)
+            return super().read(path, split)
         if self.train_format == "triples":
             with self.open_data(path) as source:
                 items = read_triples(source, path, self.triple_fields, self.options)
             if not items:
                 raise DataError(f"{path}: no triples")
         else:
-            pairs = [{**e, "positive": e["label"] == self.positive_label} for e in self._read_pairs(path, split)]
+            pairs = [{**e, "positive": e["label"] == self.positive_label} for e in super().read(path, split)]
             if self.negatives == "labelled":
                 items = build_triples(pairs, max_per_query=self.max_triples_per_query,
                                       random_negatives=self.random_negatives, seed=self.seed)
