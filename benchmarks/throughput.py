@@ -59,7 +59,7 @@ from appzoo.utils import progress  # noqa: E402
 from appzoo.params.param_file import load_param_file  # noqa: E402
 from appzoo.data.sampler import Sampler, feature_length, train_batches  # noqa: E402
 from appzoo.run.plan import validate  # noqa: E402
-from appzoo.run.runner import prepare  # noqa: E402
+from appzoo.run.prepare import prepare  # noqa: E402
 from appzoo.run.trainer import Trainer  # noqa: E402
 from benchmarks.record import machine  # noqa: E402
 

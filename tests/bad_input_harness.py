@@ -5,7 +5,7 @@ to run a case and judge it.
 * :func:`plan_in_process` runs what the CLI runs before its first write, in
   this process: load the param file, apply ``--set``, read ``--do``, validate
   (:mod:`appzoo.run.plan`) and, for a case whose error is in the data, prepare
-  (:func:`appzoo.run.runner.prepare`: read the splits, build encoder and model).
+  (:func:`appzoo.run.prepare.prepare`: read the splits, build encoder and model).
 * :func:`execute` runs ``run_trainer.main`` with the case's argv, as a user
   would (benchmarks/bad_inputs_probe.py runs every case this way, against
   any checkout).
@@ -191,7 +191,7 @@ def tree_hashes(folder):
 # ---------------------------------------------------------------------------
 #: Where a case is refused. PLAN: by the planner, from the param file and the
 #: command line alone (the promise of appzoo.run.plan). READ: while the data,
-#: encoder and saved model are read (runner.prepare), or earlier. RUN: only a
+#: encoder and saved model are read (run/prepare.py), or earlier. RUN: only a
 #: run can tell (a resume check, a loss that diverges): through the CLI only.
 PLAN, READ, RUN = "plan", "read", "run"
 
@@ -358,7 +358,7 @@ def plan_in_process(case, ws):
     from appzoo.params.param_file import apply_overrides, load_param_file
     from appzoo.errors import UserError
     from appzoo.run.plan import validate
-    from appzoo.run.runner import prepare
+    from appzoo.run.prepare import prepare
 
     args = case.build(ws)
     options = run_trainer.parse_args(args)

@@ -3,7 +3,7 @@ run in the output folder stays byte-identical (issue 8).
 
 The table lives in tests/bad_input_cases.py, the harness in
 tests/bad_input_harness.py. A case refused at PLAN or READ runs in-process
-through the planner (and ``runner.prepare`` for READ): its error is raised
+through the planner (and ``appzoo.run.prepare`` for READ): its error is raised
 before the first write, so what the CLI would add is only the printing. The
 cases only a run can refuse, and a few of the others, run end to end through
 ``run_trainer.main``; benchmarks/bad_inputs_probe.py runs every case that way.

@@ -3,7 +3,7 @@ import json
 import os
 
 from appzoo.reports import report
-from appzoo.run.runner import _best_is_last
+from appzoo.run.modes.train import best_is_last as _best_is_last
 from appzoo.run.trainer import TrainerState
 from conftest import cli, read_jsonl
 

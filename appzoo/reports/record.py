@@ -34,7 +34,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def build(plan, prepared, metrics, described, folder, command=None):
-    """The record of a run that trained or evaluated (``prepared``: :class:`appzoo.run.runner.Prepared`;
+    """The record of a run that trained or evaluated (``prepared``: :class:`appzoo.run.prepare.Prepared`;
     ``described``: the mistakes of each evaluated split; ``command``: ``{"argv", "overrides"}`` as typed)."""
     trained, data = prepared.bundle, plan.data
     record = {

@@ -1,0 +1,93 @@
+"""What a run's modes share (:class:`RunContext`): the plan, the prepared data and model, the run folder, the
+trainer, the metrics so far, and the model eval and predict run on."""
+import dataclasses
+import os
+
+from appzoo.utils import files
+from appzoo.utils.progress import note
+
+#: What the metrics of a metrics.json that does not say (one written before they were labelled) came from.
+OWN_ENGINE = {"engine": "dygraph", "precision": "fp32"}
+
+
+@dataclasses.dataclass
+class RunContext:
+    """One run's state as its modes (:data:`appzoo.run.modes.MODES`) pass it on, in the order they run."""
+
+    plan: object  # the validated plan (appzoo.run.plan)
+    prepared: object  # the data and model read before the first write (appzoo.run.prepare.Prepared)
+    folder: object  # the run folder (appzoo.store.archive.RunFolder)
+    trainer: object  # appzoo.run.trainer.Trainer: trains, and evaluates the dygraph model
+    resume_from: object = None  # the checkpoint a resumed run continues from
+    started: float = 0.0  # time.time() when the run began
+    metrics: dict = dataclasses.field(default_factory=dict)  # what metrics.json gets, mode by mode
+    described: dict = dataclasses.field(default_factory=dict)  # the mistakes of each evaluated split (report.html)
+    _inference: tuple = None
+    _aside: bool = None
+
+    @property
+    def is_main(self):
+        return self.trainer.is_main
+
+    @property
+    def trained(self):
+        """The model, its reader, tokenizer and labels (appzoo.store.bundle.Bundle)."""
+        return self.prepared.bundle
+
+    def inference(self):
+        """``(predictor, engine)``: the :class:`~appzoo.inference.predictor.Predictor` eval and predict run on
+        under ``trainer.inference_engine`` (None: the dygraph model, through the trainer), built once, when a
+        mode first asks (after training), and what it is (:meth:`InferenceSpec.evaluated_with`)."""
+        if self._inference is None:
+            predictor = _predictor_for(self)
+            engine = dict(OWN_ENGINE) if predictor is None else predictor.spec.evaluated_with()
+            self._inference = predictor, engine
+        return self._inference
+
+    def aside(self):
+        """Whether this run's eval goes beside the run's own metrics rather than in their place: an eval that
+        does not train, of another engine or precision than the one they came from (:func:`is_the_runs_own`).
+        Decided once, from metrics.json as the run found it."""
+        if self._aside is None:
+            plan = self.plan
+            self._aside = ("eval" in plan.do and "train" not in plan.do
+                           and not is_the_runs_own(self.folder, self.inference()[1]))
+        return self._aside
+
+    def source(self):
+        """The best/ folder the run's model is (this run's, once trained; else the one it was loaded from)."""
+        return self.folder.best if "train" in self.plan.do else self.plan.init_from
+
+
+def _predictor_for(ctx):
+    """Its graph is ``<output_dir>/inference/``, exported first unless it is of this very model
+    (:func:`appzoo.inference.export.current`: best/'s contents, not its timestamps)."""
+    plan = ctx.plan
+    cfg = plan.trainer
+    if cfg.inference_engine == "dygraph" or not {"eval", "predict"} & set(plan.do):
+        return None
+    if ctx.trainer.world_size > 1:
+        note(f"note: trainer.inference_engine: {cfg.inference_engine!r} is single-process; this data-parallel "
+             f"run evaluates and predicts on the dygraph model")
+        return None
+    from appzoo.inference.predictor import Predictor  # paddle inference and onnxruntime: only for a graph engine
+
+    return Predictor(ctx.source(), trained=ctx.trained, spec=cfg.inference, inference_dir=ctx.folder.inference,
+                     batch_size=cfg.eval_batch_size, progress_bar=True)  # bars as trainer.progress_bar says
+
+
+def engine_label(engine):
+    """The key of an eval in metrics.json's ``eval``: ``onnxruntime/int8``, ``onnxruntime/int8-static``, ..."""
+    label = f"{engine['engine']}/{engine['precision']}"
+    return f"{label}-static" if engine.get("quantization") == "static" else label
+
+
+def is_the_runs_own(folder, engine):
+    """Whether an eval that does not train gives the run's own metrics (metrics.json's ``dev`` and
+    ``test``): when it has none yet, or they came from the same engine and precision. Another eval (int8
+    after fp32, say) goes beside them, under ``eval``."""
+    path = folder.metrics
+    saved = files.read_json(path, "metrics of the run") if os.path.exists(path) else {}
+    if not {"dev", "test"} & set(saved):
+        return True
+    return engine_label(saved.get("evaluated_with", OWN_ENGINE)) == engine_label(engine)
