@@ -114,6 +114,7 @@ def main(argv=None):
         from appzoo.params.param_file import apply_overrides, load_param_file
         from appzoo.run.plan import validate
         from appzoo.run.runner import run
+        from appzoo.store.run_result import RunResult
 
         config = load_param_file(args.param_path)
         apply_overrides(config, args.set)
@@ -146,17 +147,16 @@ def main(argv=None):
             return 0
         plan = validate(config, args.param_path, do=do)
         plan.command = {"argv": list(argv), "overrides": list(args.set)}  # for run_record.json and the card
-        metrics = run(plan)
+        result = run(plan)
     except UserError as e:
         print(error_line(e, args.param_path), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:  # before the run's own handlers were installed
         print("error: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
         return 130
-    for split in ("dev", "test"):
-        if split in metrics:
-            scalars = {k: round(v, 4) for k, v in metrics[split].items() if isinstance(v, float)}
-            print(f"{split}: {scalars}")
+    for split, split_metrics in RunResult.from_json(result).splits().items():
+        scalars = {k: round(v, 4) for k, v in split_metrics.items() if isinstance(v, float)}
+        print(f"{split}: {scalars}")
     print(f"outputs in {plan.trainer.output_dir}")
     return 0
 

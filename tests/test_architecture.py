@@ -220,6 +220,31 @@ def test_each_run_folder_file_is_named_in_one_module(entry):
     assert hits == {os.path.join("appzoo", "store", "run_files.py")}
 
 
+#: metrics.json's own keys (appzoo/store/run_result.py), and the modules that spell one as a key of another file:
+#: run_record.json (reports/record.py, reports/card.py), sweep.json (sweep/), a search trial's attributes
+#: (search/) and a checkpoint's trainer state (run/trainer.py, an attribute there).
+METRICS_KEYS = ("wall_time_s", "evaluated_with", "vs_fp32", "skipped_lines", "epochs_completed", "parameter_groups")
+OTHER_FILES_KEYS = {"wall_time_s": {"appzoo/reports/record.py", "appzoo/reports/card.py", "appzoo/sweep/summary.py",
+                                    "appzoo/sweep/page.py", "appzoo/search/study.py", "appzoo/search/results.py"},
+                    "parameter_groups": {"appzoo/reports/record.py", "appzoo/reports/card.py"}}
+
+
+def _string_sites(value):
+    """The modules of appzoo/ and tasks/ with the string literal ``value`` in their code (docstrings too)."""
+    found = set()
+    for name, path in modules().items():
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        if any(isinstance(n, ast.Constant) and n.value == value for n in ast.walk(tree)):
+            found.add(os.path.relpath(path, ROOT).replace(os.sep, "/"))
+    return found
+
+
+@pytest.mark.parametrize("key", METRICS_KEYS)
+def test_metrics_json_keys_are_spelled_in_one_module(key):
+    """A run's result is a RunResult, not dict plumbing: its keys are spelled in appzoo/store/run_result.py."""
+    assert _string_sites(key) - OTHER_FILES_KEYS.get(key, set()) == {"appzoo/store/run_result.py"}
+
+
 def test_the_file_name_finder_finds_a_name():
     assert os.path.join("appzoo", "store", "bundle.py") in _file_name_sites("model_state.pdparams")
     assert _file_name_sites("metrics.json") >= {os.path.join("appzoo", "store", "run_files.py")}

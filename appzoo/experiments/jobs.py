@@ -18,7 +18,7 @@ FINISHED, DIVERGED, IN_USE, FAILED = "finished", "diverged", "in use", "failed"
 @dataclasses.dataclass
 class Outcome:
     state: str  # one of FINISHED, DIVERGED, IN_USE, FAILED
-    metrics: Optional[dict] = None  # FINISHED: what the run returned
+    metrics: Optional[dict] = None  # FINISHED: what the run returned (metrics.json's content)
     error: Optional[UserError] = None  # the others: why
 
 

@@ -18,12 +18,12 @@ from appzoo.store.run_files import BY_KEY
 from appzoo.utils.files import read_json, read_jsonl, write_text
 from appzoo.reports import label_issues
 from appzoo.metrics import scalars
+from appzoo.store.run_result import SPLITS, RunResult
 
 #: mistakes listed per split (a class's most confident first); the rest are counted
 MAX_ROWS = 500
 #: classes up to which the confusion matrix is drawn as a table (a wider one is in metrics.json)
 MAX_MATRIX = 60
-SPLITS = ("dev", "test")
 PAGE = BY_KEY["report_html"].name  # a sweep's page has the name of a run's
 
 STYLE = """
@@ -111,22 +111,23 @@ def write(output_dir, metrics, labels, mistakes=None):
     name = os.path.basename(os.path.abspath(output_dir))
     plots = RunFolder(output_dir).plots
     body = [f"<h1>Run report: {esc(name)}</h1>"]
-    best = metrics.get("best")
+    result = RunResult.from_json(metrics)  # metrics: metrics.json's content
+    best = result.best
     if best:
         value = f", dev {esc(best['metric'])} = {best['value']:.4f}" if best.get("value") is not None else ""
         body.append(f"<p>Best checkpoint: step {esc(best['step'])}{value}. Wall time "
-                    f"{metrics.get('wall_time_s', 0):.1f} s.</p>")
+                    f"{result.wall_time_s or 0:.1f} s.</p>")
         if best.get("note"):
             body.append(f'<p class="note">Note: {esc(best["note"])}</p>')
     body += [f'<p class="warn">{esc(line)}</p>' for split in SPLITS
-             for line in (metrics.get(split) or {}).get("class_warnings", [])]
-    body += ['<div class="top"><div>', *_metrics_table(metrics), "</div>",
+             for line in (result.split(split) or {}).get("class_warnings", [])]
+    body += ['<div class="top"><div>', *_metrics_table(result.splits()), "</div>",
              image(os.path.join(plots, "training_curve.png"), "training curve"), "</div>"]
     body += _card_section(RunFolder(output_dir))
     body.append('<div class="splits">')
     for split in SPLITS:
-        if split in metrics:
-            body += ["<section>", *_split_section(split, metrics[split], labels, plots), "</section>"]
+        if result.split(split) is not None:
+            body += ["<section>", *_split_section(split, result.split(split), labels, plots), "</section>"]
     body.append("</div>")
     body += _mistakes_section(mistakes or {})
     body += _label_issues_section(RunFolder(output_dir))
@@ -156,6 +157,7 @@ def _card_section(folder):
 
 
 def _metrics_table(metrics):
+    """``metrics``: ``{split: its metrics}`` (RunResult.splits)."""
     splits = [s for s in SPLITS if s in metrics]
     if not splits:
         return []

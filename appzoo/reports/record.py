@@ -33,8 +33,9 @@ TOP_CONFUSIONS = 5
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout of appzoo
 
 
-def build(plan, prepared, metrics, described, folder, command=None):
-    """The record of a run that trained or evaluated (``prepared``: :class:`appzoo.run.prepare.Prepared`;
+def build(plan, prepared, result, described, folder, command=None):
+    """The record of a run that trained or evaluated (``result``: its :class:`~appzoo.store.run_result.RunResult`,
+    as metrics.json has it; ``prepared``: :class:`appzoo.run.prepare.Prepared`;
     ``described``: the mistakes of each evaluated split; ``command``: ``{"argv", "overrides"}`` as typed)."""
     trained, data = prepared.bundle, plan.data
     record = {
@@ -47,13 +48,13 @@ def build(plan, prepared, metrics, described, folder, command=None):
         "max_seq_len": data.max_seq_len, "long_inputs": trained.reader.long_inputs,
         "data": {split: _data(plan, prepared, split) for split in prepared.splits},
         "files": other_files(plan.config),
-        "best": metrics.get("best"),
-        "parameter_groups": (metrics.get("train") or {}).get("parameter_groups"),
-        "metrics": {s: _split_metrics(metrics[s]) for s in ("dev", "test") if s in metrics},
-        "headline": headline(folder, plan.metric, trained.labels, metrics),
+        "best": result.best,
+        "parameter_groups": result.parameter_groups,
+        "metrics": {s: _split_metrics(m) for s, m in result.splits().items()},
+        "headline": headline(folder, plan.metric, trained.labels, result.splits()),
         "confusions": {s: (m or {}).get("confusions", [])[:TOP_CONFUSIONS] for s, m in described.items()},
         "versions": versions(), "machine": machine(), "git": git_state(),
-        "wall_time_s": metrics.get("wall_time_s"),
+        "wall_time_s": result.wall_time_s,
     }
     if plan.distill is not None:
         record["distill"] = distilled_from(plan, prepared)
@@ -171,7 +172,8 @@ def _limitations(record):
 
 
 def headline(folder, metric, labels, metrics):
-    """The metric that chose best/, on test (dev when there is no test), with a percentile bootstrap interval
+    """The metric that chose best/, on test (dev when there is no test; ``metrics``: ``{split: its metrics}``, as
+    RunResult.splits gives them), with a percentile bootstrap interval
     (:mod:`appzoo.metrics.bootstrap`) over that split's saved predictions (``predictions/<split>.jsonl``);
     ``ci`` None with a ``note`` for a metric the bootstrap does not recompute."""
     split = "test" if "test" in metrics else "dev" if "dev" in metrics else None

@@ -2,12 +2,15 @@
 import os
 
 from appzoo.store.archive import RunFolder
+from appzoo.store.run_result import KEYS, RunResult, against_fp32, aside_entries
 from appzoo.reports import card, fidelity, html as report_html
 from appzoo.task import floor as floors
 from appzoo.utils.files import write_text
 from appzoo.utils.markdown import literal
 from appzoo.metrics import scalars
 from appzoo.utils.fonts import pyplot
+
+EVALS_KEY = KEYS["evals"]
 
 
 def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=True):
@@ -16,41 +19,39 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
     report.md only, for an eval beside the run's own, whose mistakes it does
     not write) and, when ``plots``, plots/*.png. Label names go into report.md as
     :func:`~appzoo.utils.markdown.literal`."""
-    images = _plots(output_dir, metrics, history, labels) if plots else []
+    result = RunResult.from_json(metrics)  # metrics: metrics.json's content
+    images = _plots(output_dir, result, history, labels) if plots else []
     lines = [f"# Run report: {literal(os.path.basename(os.path.abspath(output_dir)))}", ""]
-    best = metrics.get("best")
+    best = result.best
     if best:
         lines += [f"Best checkpoint: step {best['step']}"
                   + (f", dev {best['metric']} = {best['value']:.4f}" if best.get("value") is not None else ""), ""]
         if best.get("note"):  # the runner's under-training note
             lines += [f"Note: {best['note']}", ""]
-    groups = (metrics.get("train") or {}).get("parameter_groups")
+    groups = result.parameter_groups
     if groups:
         lines += ["## Learning rates", ""] + card.groups_markdown(groups) + [""]
-    if metrics.get("floor"):  # the runner's: what the untrained encoder scores (appzoo.task.floor)
-        lines += _floor(metrics["floor"]) + [""]
-    if metrics.get("evaluated_with") and {"dev", "test"} & set(metrics):  # the runner's engine and precision
-        lines += [f"Evaluated on {_engine(metrics['evaluated_with'])}.", ""]
-    for split in ("dev", "test"):
-        if split not in metrics:
-            continue
+    if result.floor:  # the runner's: what the untrained encoder scores (appzoo.task.floor)
+        lines += _floor(result.floor) + [""]
+    if result.evaluated_with and result.splits():  # the runner's engine and precision
+        lines += [f"Evaluated on {_engine(result.evaluated_with)}.", ""]
+    for split, split_metrics in result.splits().items():
         lines += [f"## {split}", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {k} | {v:.4f} |" for k, v in scalars(metrics[split]).items()]
-        table = metrics[split].get("per_class") or metrics[split].get("per_type")
+        lines += [f"| {k} | {v:.4f} |" for k, v in scalars(split_metrics).items()]
+        table = split_metrics.get("per_class") or split_metrics.get("per_type")
         if table:
             lines += ["", "| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
             lines += [f"| {literal(name)} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | "
                       f"{row['support']} |" for name, row in table.items()]
-        if metrics[split].get("class_warnings"):  # appzoo.reports.mistakes: classes never predicted or with F1 0
-            lines += [""] + [f"- {literal(line)}" for line in metrics[split]["class_warnings"]]
-        lines += _against_fp32(metrics[split], split, metrics.get("evaluated_with")) + [""]
-    for label, entry in (metrics.get("eval") or {}).items():  # evals beside the run's own (appzoo.run.runner)
-        for split in ("dev", "test"):
-            if split in entry:
-                lines += [f"## {split} on {_engine(entry)}", "", f"Evaluated later, beside the numbers above "
-                          f"(`eval` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
-                lines += [f"| {k} | {v:.4f} |" for k, v in scalars(entry[split]).items()]
-                lines += _against_fp32(entry[split], split, entry) + [""]
+        if split_metrics.get("class_warnings"):  # appzoo.reports.mistakes: classes never predicted or with F1 0
+            lines += [""] + [f"- {literal(line)}" for line in split_metrics["class_warnings"]]
+        lines += _against_fp32(split_metrics, split, result.evaluated_with) + [""]
+    for label, engine, splits in aside_entries(result):  # evals beside the run's own (appzoo.run.modes)
+        for split, split_metrics in splits.items():
+            lines += [f"## {split} on {_engine(engine)}", "", f"Evaluated later, beside the numbers above "
+                      f"(`{EVALS_KEY}` / `{label}` in metrics.json).", "", "| metric | value |", "|---|---|"]
+            lines += [f"| {k} | {v:.4f} |" for k, v in scalars(split_metrics).items()]
+            lines += _against_fp32(split_metrics, split, engine) + [""]
     folder = RunFolder(output_dir)
     if os.path.exists(folder.model_card):  # appzoo.reports.card, written just before
         lines += [f"The model card: [{os.path.basename(folder.model_card)}]({os.path.basename(folder.model_card)}) "
@@ -61,7 +62,7 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
                   "prediction: `predictions/<split>.jsonl`.", ""]
     if images:
         lines += ["## Plots", ""] + [f"![{name}](plots/{name})" for name in images] + [""]
-    lines.append(f"Wall time: {metrics.get('wall_time_s', 0):.1f} s")
+    lines.append(f"Wall time: {result.wall_time_s or 0:.1f} s")
     write_text(RunFolder(output_dir).report, "\n".join(lines) + "\n")
     if html:
         report_html.write(output_dir, metrics, labels, mistakes)
@@ -86,8 +87,8 @@ def _floor(entry):
 
 
 def _against_fp32(split_metrics, split, engine):
-    """report.md's lines of a lower precision's comparison with fp32 (``vs_fp32``: appzoo.reports.fidelity)."""
-    comparison = split_metrics.get("vs_fp32")
+    """report.md's lines of a lower precision's comparison with fp32 (appzoo.reports.fidelity)."""
+    comparison = against_fp32(split_metrics)
     if not comparison:
         return []
     lines = ["", f"Against fp32 (the dygraph model) on the same {split} set:", ""]
@@ -102,7 +103,7 @@ def _engine(engine):
     return f"{engine['engine']}, {engine['precision']}{how}"
 
 
-def _plots(output_dir, metrics, history, labels):
+def _plots(output_dir, result, history, labels):
     plt = pyplot()
     folder = RunFolder(output_dir).plots
     os.makedirs(folder, exist_ok=True)
@@ -118,7 +119,7 @@ def _plots(output_dir, metrics, history, labels):
         ax.set_ylabel("loss")
         ax.legend()
         if dev:
-            metric = (metrics.get("best") or {}).get("metric")
+            metric = (result.best or {}).get("metric")
             key = f"dev_{metric}"
             if metric and key in dev[0] and not metric.endswith("loss"):
                 right = ax.twinx()
@@ -131,8 +132,8 @@ def _plots(output_dir, metrics, history, labels):
         _save(fig, os.path.join(folder, "training_curve.png"))
         plt.close(fig)
         written.append("training_curve.png")
-    for split in ("dev", "test"):
-        matrix = (metrics.get(split) or {}).get("confusion_matrix")
+    for split, split_metrics in result.splits().items():
+        matrix = split_metrics.get("confusion_matrix")
         if matrix and len(matrix) <= 40:
             names = labels
             size = max(4, 0.5 * len(names) + 2)
@@ -153,11 +154,11 @@ def _plots(output_dir, metrics, history, labels):
             _save(fig, os.path.join(folder, name))
             plt.close(fig)
             written.append(name)
-    for split in ("dev", "test"):
-        table = (metrics.get(split) or {}).get("calibration")
+    for split, split_metrics in result.splits().items():
+        table = split_metrics.get("calibration")
         if table and table["bins"]:
             written.append(_reliability(plt, table, split, folder))
-        curves = (metrics.get(split) or {}).get("curves")
+        curves = split_metrics.get("curves")
         if curves:
             written.append(_threshold_views(plt, curves, split, folder))
     return written

@@ -5,6 +5,7 @@ import json
 import os
 import shlex
 
+from appzoo.store import run_result
 from appzoo.store.archive import RunFolder
 from appzoo.experiments.variants import variant
 from appzoo.utils import files
@@ -57,9 +58,9 @@ def summarise(search, study):
         best = dict(pick(finished, key=lambda r: r["value"]))
         metrics_path = RunFolder(best["folder"]).metrics
         if os.path.exists(metrics_path):
-            metrics = files.read_json(metrics_path, "metrics of the best trial")
-            best["dev"] = _scalars(metrics.get("dev"))
-            best["test"] = _scalars(metrics.get("test"))
+            result = run_result.read(metrics_path, "metrics of the best trial")
+            best["dev"] = _scalars(result.dev)
+            best["test"] = _scalars(result.test)
     counts = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1

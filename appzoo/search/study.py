@@ -19,6 +19,7 @@ import os
 import time
 from typing import List, Optional
 
+from appzoo.store.run_result import RunResult
 from appzoo.errors import ConfigError, DivergedError, RunError, UserError
 from appzoo.experiments import jobs
 from appzoo.experiments.backends import LOCAL
@@ -247,8 +248,9 @@ def run_trial(search, study, trial, overrides, threads=None):
             raise error  # or the disk is full
         note(f"search: trial {trial.number} ({shown}) failed: {error}; recorded, and the search goes on")
         return state
-    value = outcome.metrics["best"]["value"]
-    attrs = {"steps": outcome.metrics["train"]["steps"]}
+    result = RunResult.from_json(outcome.metrics)
+    value = result.best["value"]
+    attrs = {"steps": result.steps}
     if report.pruned_at is not None:
         note(f"search: trial {trial.number} pruned at step {report.pruned_at}")
         return record(TrialState.PRUNED, pruned_at_step=report.pruned_at, best_value=value, **attrs)

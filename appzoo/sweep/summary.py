@@ -5,6 +5,7 @@ import math
 import os
 import statistics
 
+from appzoo.store.run_result import RunResult
 from appzoo.store.archive import RunFolder
 from appzoo.experiments.jobs import DIVERGED_FILE
 from appzoo.utils import files
@@ -20,10 +21,8 @@ HEADLINE_METRICS = ("micro_f1", "macro_f1", "f1", "auc", "accuracy", "argmax_acc
 
 
 def complete(metrics, do):
-    """Whether a run's ``metrics.json`` holds everything its modes ``do`` write."""
-    if "wall_time_s" not in metrics or ("train" in do and "train" not in metrics):
-        return False
-    return "eval" not in do or "dev" in metrics or "test" in metrics
+    """Whether a run's ``metrics.json`` (its content) holds everything its modes ``do`` write."""
+    return RunResult.from_json(metrics).complete(do)
 
 
 #: Fewer runs than this on either side and a verdict says "too few seeds": two runs give a std, not a judgement.
@@ -178,7 +177,7 @@ def summarise(sweep):
     rows = []
     for setting in sweep.settings:
         runs = [r for r in sweep.runs if r.setting is setting and r.folder in finished]
-        per_run = [{"seed": r.seed, "folder": r.folder, "wall_time_s": finished[r.folder].get("wall_time_s"),
+        per_run = [{"seed": r.seed, "folder": r.folder, "wall_time_s": RunResult.from_json(finished[r.folder]).wall_time_s,
                     "metrics": {k: _value(finished[r.folder], k) for k in keys}} for r in runs]
         walls = [p["wall_time_s"] for p in per_run if isinstance(p["wall_time_s"], (int, float))]
         rows.append({

@@ -6,7 +6,7 @@ writes (keys of :data:`appzoo.store.run_files.RUN_FILES`), whether only the main
 loop per file the same way). :func:`run_modes` runs those of a plan and then writes what every run that
 trains or evaluates writes: metrics.json, run_record.json, MODEL_CARD.md and the reports.
 """
-import os
+import dataclasses
 import time
 
 from appzoo.reports import card, record, report
@@ -17,6 +17,7 @@ from appzoo.run.modes.evaluate import Eval
 from appzoo.run.modes.export import Export
 from appzoo.run.modes.predict import Predict
 from appzoo.run.modes.train import Train
+from appzoo.store import run_result
 from appzoo.utils import files
 
 #: The modes in the order a run runs them.
@@ -32,8 +33,9 @@ def needed_splits(do):
 
 
 def run_modes(plan, prepared, folder, resume_from, started, callbacks=()):
-    """Run the plan's modes in order; returns the metrics written to metrics.json (a data-parallel rank
-    other than the main one: its own metrics, nothing written)."""
+    """Run the plan's modes in order; returns what this run measured as metrics.json spells it
+    (:meth:`RunResult.to_json`; an eval beside the run's own: its own numbers, though the file keeps them under
+    ``eval``; a data-parallel rank other than the main one: its own, nothing written)."""
     from appzoo.run.trainer import Trainer  # paddle: loaded by a run's modes; planning needs none
 
     trainer = Trainer(prepared.bundle, plan.trainer, (plan.metric, plan.greater),
@@ -43,16 +45,14 @@ def run_modes(plan, prepared, folder, resume_from, started, callbacks=()):
     for mode in MODES:
         if mode.name in plan.do and (trainer.is_main or not mode.main_only):
             mode.run(ctx)
+    result = ctx.result
     if not trainer.is_main:
-        return ctx.metrics
-    metrics = ctx.metrics
-    skipped = {path: n for path, n in ctx.trained.reader.skipped.items() if n}
-    if skipped:  # dataset_reader.on_bad_line: skip
-        metrics["skipped_lines"] = skipped
+        return result.to_json()
+    result.skipped_lines = {path: n for path, n in ctx.trained.reader.skipped.items() if n} or None
     # the whole run's time: a resumed run counts the processes before it (up to its checkpoint)
-    metrics["wall_time_s"] = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
+    result.wall_time_s = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
     _write_metrics_and_report(ctx)
-    return metrics
+    return result.to_json()
 
 
 def _callbacks(plan, folder):
@@ -75,26 +75,26 @@ def _write_metrics_and_report(ctx):
     run's own metrics writes run_record.json and MODEL_CARD.md (:mod:`appzoo.reports.record`) before the
     reports, which link the card."""
     plan, folder = ctx.plan, ctx.folder
-    path, history = folder.metrics, ctx.trainer.history
-    metrics = dict(ctx.metrics)  # run() returns this run's own numbers, whichever key they are saved under
+    history = ctx.trainer.history
+    result = dataclasses.replace(ctx.result)  # run() returns this run's own numbers, whichever key they are saved under
     aside = ctx.aside()
-    if "eval" in plan.do and not aside and {"dev", "test"} & set(metrics):
-        metrics["evaluated_with"] = ctx.inference()[1]
+    if "eval" in plan.do and not aside and result.splits():
+        result.evaluated_with = ctx.inference()[1]
     if "train" not in plan.do:
         if "eval" not in plan.do:
             return
-        saved = files.read_json(path, "metrics of the run") if os.path.exists(path) else {}
+        saved = run_result.read(folder.metrics)
         if aside:
             engine = ctx.inference()[1]
-            entry = {**engine, **{key: metrics.pop(key) for key in ("dev", "test", "wall_time_s") if key in metrics}}
-            metrics["eval"] = {**saved.get("eval", {}), engine_label(engine): entry}
-        metrics = {**saved, **metrics}
+            result.evals = saved.evals
+            result.aside(engine_label(engine), engine)
+        result = result.merged_into(saved)
         history = files.read_jsonl(folder.train_log)
     files.fault("metrics")
-    files.write_json(path, metrics)
+    files.write_json(folder.metrics, result.to_json())
     if not aside:
-        facts = record.build(plan, ctx.prepared, metrics, ctx.described, folder, plan.command)
+        facts = record.build(plan, ctx.prepared, result, ctx.described, folder, plan.command)
         record.write(folder, facts)
         card.write(folder, facts)
-    report.write(plan.trainer.output_dir, metrics, history, ctx.trained.labels, plots=plan.trainer.plots,
+    report.write(plan.trainer.output_dir, result.to_json(), history, ctx.trained.labels, plots=plan.trainer.plots,
                  mistakes=ctx.described, html=not aside)

@@ -1,9 +1,9 @@
 """What a run's modes share (:class:`RunContext`): the plan, the prepared data and model, the run folder, the
 trainer, the metrics so far, and the model eval and predict run on."""
 import dataclasses
-import os
 
-from appzoo.utils import files
+from appzoo.store import run_result
+from appzoo.store.run_result import RunResult
 from appzoo.utils.progress import note
 
 #: What the metrics of a metrics.json that does not say (one written before they were labelled) came from.
@@ -20,7 +20,7 @@ class RunContext:
     trainer: object  # appzoo.run.trainer.Trainer: trains, and evaluates the dygraph model
     resume_from: object = None  # the checkpoint a resumed run continues from
     started: float = 0.0  # time.time() when the run began
-    metrics: dict = dataclasses.field(default_factory=dict)  # what metrics.json gets, mode by mode
+    result: RunResult = dataclasses.field(default_factory=RunResult)  # what metrics.json gets, mode by mode
     described: dict = dataclasses.field(default_factory=dict)  # the mistakes of each evaluated split (report.html)
     _inference: tuple = None
     _aside: bool = None
@@ -86,8 +86,7 @@ def is_the_runs_own(folder, engine):
     """Whether an eval that does not train gives the run's own metrics (metrics.json's ``dev`` and
     ``test``): when it has none yet, or they came from the same engine and precision. Another eval (int8
     after fp32, say) goes beside them, under ``eval``."""
-    path = folder.metrics
-    saved = files.read_json(path, "metrics of the run") if os.path.exists(path) else {}
-    if not {"dev", "test"} & set(saved):
+    saved = run_result.read(folder.metrics)
+    if not saved.splits():
         return True
-    return engine_label(saved.get("evaluated_with", OWN_ENGINE)) == engine_label(engine)
+    return engine_label(saved.evaluated_with or OWN_ENGINE) == engine_label(engine)

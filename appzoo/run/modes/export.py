@@ -11,4 +11,4 @@ class Export:
     def run(self, ctx):
         """A new folder swapped in whole, recording what it is of."""
         folder = export.export(ctx.trained.model, ctx.folder.inference, export.source_key(ctx.trained, ctx.source()))
-        ctx.metrics["export"] = {"folder": folder}
+        ctx.result.export = {"folder": folder}

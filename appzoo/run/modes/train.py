@@ -3,6 +3,7 @@ had to beat, into the metrics."""
 import time
 
 from appzoo.run import param_groups
+from appzoo.store.run_result import RunResult
 from appzoo.task.model import frozen_embedder
 from appzoo.utils import files
 from appzoo.utils.progress import note
@@ -31,18 +32,17 @@ class Train:
         if resume and state.finished and state.global_step == resume_step:
             note(f"note: the run in {plan.trainer.output_dir} had finished (step {state.global_step}); "
                  f"trainer.resume trains no further")
-        metrics = ctx.metrics
-        metrics["best"] = {"step": state.best_step if dev else state.global_step,
-                           "metric": trainer.metric if dev else None, "value": state.best_metric}
+        result = ctx.result
+        result.best = {"step": state.best_step if dev else state.global_step,
+                       "metric": trainer.metric if dev else None, "value": state.best_metric}
         undertrained = dev and best_is_last(state, trainer.history, trainer.metric)
         if undertrained and trainer.is_main:
-            metrics["best"]["note"] = undertrained
+            result.best["note"] = undertrained
             note(f"note: {undertrained}")
-        metrics["train"] = {"steps": state.global_step, "epochs_completed": state.epoch,
-                            "parameter_groups": param_groups.rows(trainer.groups)}
+        result.train = RunResult.train_entry(state.global_step, state.epoch, param_groups.rows(trainer.groups))
         if floor is not None:
             final = _at_best(state, trainer.history, floor)
-            metrics["floor"] = {**floor.to_json(final), "seconds": floor_seconds}
+            result.floor = {**floor.to_json(final), "seconds": floor_seconds}
             if floor.verdict(final):
                 note(f"warning: {floor.verdict(final)}")
 
