@@ -16,8 +16,37 @@ from appzoo.errors import ConfigError
 from appzoo.params.keys import Key, check_value
 from appzoo.registry import did_you_mean
 
-ENGINES = ("dygraph", "paddle_inference", "onnxruntime")
 PRECISIONS = ("fp32", "bf16", "int8")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an engine needs and runs (timm's way: the capabilities beside the registration): the packages it
+    imports, the precisions it computes in, what it runs, and for each precision it does not run why and what
+    to use instead (the one-line refusal of :func:`check_precision`)."""
+
+    runs: str
+    packages: tuple = ()
+    precisions: tuple = ("fp32",)
+    refusals: dict = dataclasses.field(default_factory=dict)
+
+
+_GRAPH_ENGINE = ("needs a graph engine (the Paddle model runs in fp32); use engine 'onnxruntime' with precision "
+                 "'int8', or 'paddle_inference' with 'bf16'")
+#: Every engine's capabilities, by the name a param file gives it; :data:`appzoo.inference.engines.BY_NAME` holds
+#: the class of each (a test keeps the two tables in step).
+CAPABILITIES = {
+    "dygraph": Capabilities("the Paddle model", refusals={"bf16": _GRAPH_ENGINE, "int8": _GRAPH_ENGINE}),
+    "paddle_inference": Capabilities(
+        "the exported Paddle graph (PIR), oneDNN kernels on CPU", precisions=("fp32", "bf16"),
+        refusals={"int8": "is not available on paddle_inference (Paddle 3.3.1 quantizes only old-IR programs, and "
+                          "its exports are PIR graphs); use engine 'onnxruntime' with precision 'int8'"}),
+    "onnxruntime": Capabilities(
+        "the exported graph converted to ONNX", packages=("onnxruntime", "paddle2onnx"), precisions=("fp32", "int8"),
+        refusals={"bf16": "is not available on onnxruntime (its CPU provider has no bf16 kernels for these graphs); "
+                          "use precision 'int8', or engine 'paddle_inference' with 'bf16'"}),
+}
+ENGINES = tuple(CAPABILITIES)
 QUANTIZATIONS = ("dynamic", "static")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the CPU flags of oneDNN's bf16 kernels
 DEFAULT_CALIBRATION = 256
@@ -125,11 +154,10 @@ def check_engine(engine, key_path="trainer.inference_engine"):
     if engine not in ENGINES:
         raise ConfigError(f"{key_path}: {engine!r} is not an inference engine{did_you_mean(engine, ENGINES)} "
                           f"(accepted: {', '.join(ENGINES)})")
-    if engine == "onnxruntime":
-        for package in ("onnxruntime", "paddle2onnx"):
-            if importlib.util.find_spec(package) is None:
-                raise ConfigError(f"{key_path}: 'onnxruntime' needs the {package} package, which is not "
-                                  f"installed (pip install {package})")
+    for package in getattr(CAPABILITIES.get(engine), "packages", ()):
+        if importlib.util.find_spec(package) is None:
+            raise ConfigError(f"{key_path}: {engine!r} needs the {package} package, which is not "
+                              f"installed (pip install {package})")
 
 
 def check_precision(engine, precision, key_path="trainer.inference_precision", flags=None):
@@ -142,16 +170,9 @@ def check_precision(engine, precision, key_path="trainer.inference_precision", f
     if precision == "fp32":
         return
     instead = "or engine 'onnxruntime' with precision 'int8'"
-    if engine == "dygraph":
-        raise ConfigError(f"{key_path}: {precision!r} needs a graph engine (the Paddle model runs in fp32); use "
-                          f"engine 'onnxruntime' with precision 'int8', or 'paddle_inference' with 'bf16'")
-    if engine == "onnxruntime" and precision == "bf16":
-        raise ConfigError(f"{key_path}: 'bf16' is not available on onnxruntime (its CPU provider has no bf16 "
-                          f"kernels for these graphs); use precision 'int8', or engine 'paddle_inference' with 'bf16'")
-    if engine == "paddle_inference" and precision == "int8":
-        raise ConfigError(f"{key_path}: 'int8' is not available on paddle_inference (Paddle 3.3.1 quantizes only "
-                          f"old-IR programs, and its exports are PIR graphs); use engine 'onnxruntime' with "
-                          f"precision 'int8'")
+    capabilities = CAPABILITIES.get(engine)
+    if capabilities is not None and precision not in capabilities.precisions:
+        raise ConfigError(f"{key_path}: {precision!r} {capabilities.refusals[precision]}")
     if precision == "bf16":
         if not set(BF16_FLAGS) & (cpu_flags() if flags is None else flags):
             raise ConfigError(f"{key_path}: 'bf16' needs a CPU with {' or '.join(BF16_FLAGS)}, and this one "
