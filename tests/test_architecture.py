@@ -116,6 +116,17 @@ def test_the_trainer_loads_neither_the_predictor_stack_nor_the_teacher():
                            "appzoo.inference.quantize", "appzoo.inference.export"}) == []
 
 
+def test_no_function_of_a_run_is_longer_than_40_lines():
+    """appzoo/run/ reads as steps: a longer function is split into the steps it takes."""
+    long = []
+    for name, path in modules().items():
+        if name.startswith("appzoo.run"):
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 40:
+                    long.append(f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert long == []
+
+
 def test_the_core_never_imports_the_tasks():
     graph = import_graph()
     offenders = {name: sorted(d for d in deps if d.split(".")[0] == "tasks")

@@ -46,6 +46,26 @@ def check_plan(trainer, model_class, model_type):
         raise _names_nothing("crf_learning_rate", trainer.crf_learning_rate, f"this model ({model_type}) has no CRF")
 
 
+def _decay_parts(model, encoder, decay, role, holds):
+    """``layerwise_decay``: ``[(key, sublayer, power)]`` of the embeddings and each transformer layer (the
+    top one at power 0), their parameters marked in ``role`` and their paths put in ``holds``; what no part
+    takes (the pooler) stays in the encoder's group."""
+    layers = transformer_layers(encoder) if encoder is not None else None
+    if not layers:
+        raise _names_nothing("layerwise_decay", decay, f"this model's encoder ({type(encoder).__name__}) has "
+                             f"no transformer layers to find (model.encoder.encoder.layers)")
+    depth = len(layers)
+    parts = [("embeddings", getattr(encoder, "embeddings", None), depth + 1)]
+    parts += [(f"encoder layer {i}", layer, depth - i) for i, layer in enumerate(layers, 1)]
+    for key, layer, power in parts:
+        if layer is not None:
+            for p in layer.parameters():
+                role[id(p)] = key
+            holds[key] = [_path(model, layer)]
+    holds["encoder"] = []  # what no part took: the encoder's other parameters (its pooler)
+    return parts
+
+
 def groups(model, config):
     """The named groups of ``model``'s parameters under ``config`` (a TrainerConfig), in the order of
     ``model.named_parameters()``; empty groups are left out. ConfigError for a key that names no parameter."""
@@ -61,20 +81,7 @@ def groups(model, config):
         for p in encoder.parameters():
             role[id(p)] = "encoder"
         holds["encoder"] = ["encoder"]
-    if decay != 1:
-        layers = transformer_layers(encoder) if encoder is not None else None
-        if not layers:
-            raise _names_nothing("layerwise_decay", decay, f"this model's encoder ({type(encoder).__name__}) has "
-                                 f"no transformer layers to find (model.encoder.encoder.layers)")
-        depth = len(layers)
-        parts = [("embeddings", getattr(encoder, "embeddings", None), depth + 1)]
-        parts += [(f"encoder layer {i}", layer, depth - i) for i, layer in enumerate(layers, 1)]
-        for key, layer, power in parts:
-            if layer is not None:
-                for p in layer.parameters():
-                    role[id(p)] = key
-                holds[key] = [_path(model, layer)]
-        holds["encoder"] = []  # what no part took: the encoder's other parameters (its pooler)
+    parts = _decay_parts(model, encoder, decay, role, holds) if decay != 1 else []
     crf = getattr(model, model.CRF) if getattr(model, "CRF", None) else None
     if crf is not None:
         for p in crf.parameters():
@@ -85,10 +92,8 @@ def groups(model, config):
     if config.head_learning_rate is not None and not any(r == "head" for r in role.values()) and crf is None:
         raise _names_nothing("head_learning_rate", config.head_learning_rate,
                              f"this model ({kind}) has no parameter outside model.encoder")
-
     rates = {"encoder": (1.0, lr), "head": (head_lr / lr, head_lr), "crf": (crf_lr / lr, crf_lr)}
-    if decay != 1:
-        rates.update({key: (decay ** power, lr * decay ** power) for key, _, power in parts})
+    rates.update({key: (decay ** power, lr * decay ** power) for key, _, power in parts})
     found = {}
     for position, (name, p) in enumerate(named):
         key = "frozen" if p.stop_gradient else role[id(p)]

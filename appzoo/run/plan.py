@@ -68,16 +68,7 @@ def _validate(config, do):
                           f"{init_from!r} (trainer.init_from, or the run's best/ for modes that do not train) "
                           f"may have been trained on the very examples a fold holds out; run the audit without "
                           f"init_from, and without eval, predict or export in the same command")
-    encoder = model_section.pop("encoder", None)
-    if encoder is None and init_from is None:
-        raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
-                          "or {\"config\": \"configs/ernie_tiny.json\"})")
-    encoder = parse_encoder_spec(encoder) if encoder is not None else None
-    if init_from is not None:  # the saved encoder is used (appzoo.store.bundle.build)
-        bundle.check(init_from, "trainer.init_from", data.max_seq_len)
-        bundle.check_fits(init_from, model_type, data.type, reader_class, data_section)
-    else:
-        check_model_sources(encoder, data.max_seq_len)
+    encoder = _encoder(model_section.pop("encoder", None), init_from, model_type, data, reader_class, data_section)
     # MODEL_ARGS: what the toolkit supplies (the encoder and reader.model_args()), never the param file
     check_kwargs(model_class, model_section, "model", supplied=model_class.MODEL_ARGS, label=model_class.__name__)
     reader = reader_class(**data_section)  # constructors check their own value ranges
@@ -90,9 +81,34 @@ def _validate(config, do):
     metric, greater = _check_metric(trainer, reader)
     distill = _distill(config, trainer, modes, model_class, model_type, data, data_section)
     _check_output_dir(trainer.output_dir)
+    _check_run_folder(trainer, modes)
+    trainer.do = modes
+    resolved, defaults = resolve(config, trainer=trainer, data=data, reader_class=reader_class,
+                                 reader_kwargs=data_section, model_class=model_class, model_kwargs=model_section,
+                                 encoder=encoder)
+    return Plan(resolved, data, reader_class, data_section, model_class, model_section, encoder, trainer, modes,
+                init_from, metric=metric, greater=greater, defaults=defaults, distill=distill)
 
-    # A folder counts as holding a run once a model was saved there; a run that
-    # stopped before (a bad metric name at the first evaluation, say) can be redone.
+
+def _encoder(encoder, init_from, model_type, data, reader_class, data_section):
+    """The parsed ``model.encoder`` (None with ``init_from``, whose saved encoder is used), its sources checked;
+    or the saved model's fit to this run's task and data."""
+    if encoder is None and init_from is None:
+        raise ConfigError("model.encoder: required key is missing (a PaddleNLP name, a local folder, "
+                          "or {\"config\": \"configs/ernie_tiny.json\"})")
+    encoder = parse_encoder_spec(encoder) if encoder is not None else None
+    if init_from is not None:  # the saved encoder is used (appzoo.store.bundle.build)
+        bundle.check(init_from, "trainer.init_from", data.max_seq_len)
+        bundle.check_fits(init_from, model_type, data.type, reader_class, data_section)
+    else:
+        check_model_sources(encoder, data.max_seq_len)
+    return encoder
+
+
+def _check_run_folder(trainer, modes):
+    """A run that trains anew refuses a folder that holds a run (unless it replaces it) or files no run wrote.
+    A folder counts as holding a run once a model was saved there; a run that stopped before (a bad metric
+    name at the first evaluation, say) can be redone."""
     folder = RunFolder(trainer.output_dir)
     starts_anew = not trainer.resume or (trainer.resume == AUTO and folder.latest_checkpoint() is None)
     if "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.has_run():
@@ -107,12 +123,6 @@ def _validate(config, do):
             f"trainer.output_dir: {trainer.output_dir!r} holds files no run wrote ({', '.join(foreign)}), which a "
             f"run would replace; choose another folder, or set trainer.overwrite_output_dir=true to replace them"
         )
-    trainer.do = modes
-    resolved, defaults = resolve(config, trainer=trainer, data=data, reader_class=reader_class,
-                                 reader_kwargs=data_section, model_class=model_class, model_kwargs=model_section,
-                                 encoder=encoder)
-    return Plan(resolved, data, reader_class, data_section, model_class, model_section, encoder, trainer, modes,
-                init_from, metric=metric, greater=greater, defaults=defaults, distill=distill)
 
 
 def _distill(config, trainer, modes, model_class, model_type, data, data_section):

@@ -81,10 +81,9 @@ class Trainer:
         return self._wall_before + time.time() - self._started
 
     # ------------------------------------------------------------------ train
-    def train(self, train_features, dev=None, resume=None):
-        """Train on features; ``dev`` is ``(examples, features)`` or None;
-        ``resume`` what :meth:`appzoo.store.archive.RunFolder.load_checkpoint` read.
-        Ends with the best model's weights in ``self.model``."""
+    def _start(self, train_features, resume):
+        """``(total steps, steps per epoch)``: the sampler, the optimizer and its schedule over the run's
+        steps, and a checkpoint's state put back."""
         cfg = self.config
         self.sampler = Sampler(cfg, self.reader, train_features, per_token_loss=self.model.LOSS_PER == "token",
                                rank=self.rank, world_size=self.world_size)
@@ -95,6 +94,36 @@ class Trainer:
         if resume:
             self._resume(resume)
         self.state.total_steps = total
+        return total, per_epoch
+
+    def _run_epoch(self, order, train_features, dev, running, total):
+        """The steps of one epoch (``order``, the sampler's) from where the state stands (mid-epoch after a
+        resume): each logged, evaluated and checked for an interrupt as the trainer keys say; up to ``total``
+        steps, or until asked to stop."""
+        cfg = self.config
+        for group in order[self.state.step_in_epoch:]:
+            running.append(self._train_step([[train_features[i] for i in b] for b in group]))
+            self.state.step_in_epoch += 1
+            self.state.global_step += 1
+            step = self.state.global_step
+            self._bar.update(1)
+            if step % cfg.logging_steps == 0:
+                self._log_loss(running)
+            if cfg.eval_steps and step % cfg.eval_steps == 0:
+                self._evaluate_and_save(dev)
+            self._stop_if_interrupted()
+            if step >= total or self.state.should_stop:
+                break
+        if self.state.step_in_epoch == len(order):  # the epoch ran to its end
+            self.state.epoch += 1
+            self.state.step_in_epoch = 0
+
+    def train(self, train_features, dev=None, resume=None):
+        """Train on features; ``dev`` is ``(examples, features)`` or None;
+        ``resume`` what :meth:`appzoo.store.archive.RunFolder.load_checkpoint` read.
+        Ends with the best model's weights in ``self.model``."""
+        cfg = self.config
+        total, per_epoch = self._start(train_features, resume)
         if self.state.finished:  # nothing left to train; count an epoch that its last step ended
             if self.state.step_in_epoch == per_epoch:
                 self.state.epoch, self.state.step_in_epoch = self.state.epoch + 1, 0
@@ -107,23 +136,7 @@ class Trainer:
         running = []
         with interrupts.deferred():
             while self.state.global_step < total and not self.state.should_stop:
-                order = self.sampler.epoch(self.state.epoch)
-                for group in order[self.state.step_in_epoch:]:
-                    running.append(self._train_step([[train_features[i] for i in b] for b in group]))
-                    self.state.step_in_epoch += 1
-                    self.state.global_step += 1
-                    step = self.state.global_step
-                    bar.update(1)
-                    if step % cfg.logging_steps == 0:
-                        self._log_loss(running)
-                    if cfg.eval_steps and step % cfg.eval_steps == 0:
-                        self._evaluate_and_save(dev)
-                    self._stop_if_interrupted()
-                    if step >= total or self.state.should_stop:
-                        break
-                if self.state.step_in_epoch == len(order):  # the epoch ran to its end
-                    self.state.epoch += 1
-                    self.state.step_in_epoch = 0
+                self._run_epoch(self.sampler.epoch(self.state.epoch), train_features, dev, running, total)
                 if self.state.global_step >= total or self.state.should_stop:
                     break
                 self._log_loss(running)
