@@ -20,7 +20,7 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
     not write) and, when ``plots``, plots/*.png. Label names go into report.md as
     :func:`~appzoo.utils.markdown.literal`."""
     result = RunResult.from_json(metrics)  # metrics: metrics.json's content
-    images = _plots(output_dir, result, history, labels) if plots else []
+    images = _plots(output_dir, metrics, history, labels) if plots else []
     lines = [f"# Run report: {literal(os.path.basename(os.path.abspath(output_dir)))}", ""]
     best = result.best
     if best:
@@ -103,7 +103,9 @@ def _engine(engine):
     return f"{engine['engine']}, {engine['precision']}{how}"
 
 
-def _plots(output_dir, result, history, labels):
+def _plots(output_dir, metrics, history, labels):
+    """plots/*.png of a run (``metrics``: metrics.json's content); the names written."""
+    result = RunResult.from_json(metrics)
     plt = pyplot()
     folder = RunFolder(output_dir).plots
     os.makedirs(folder, exist_ok=True)
