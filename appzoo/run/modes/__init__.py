@@ -90,11 +90,12 @@ def _write_metrics_and_report(ctx):
             result.aside(engine_label(engine), engine)
         result = result.merged_into(saved)
         history = files.read_jsonl(folder.train_log)
+    content = result.to_json()
     files.fault("metrics")
-    files.write_json(folder.metrics, result.to_json())
+    files.write_json(folder.metrics, content)
     if not aside:
         facts = record.build(plan, ctx.prepared, result, ctx.described, folder, plan.command)
         record.write(folder, facts)
         card.write(folder, facts)
-    report.write(plan.trainer.output_dir, result.to_json(), history, ctx.trained.labels, plots=plan.trainer.plots,
+    report.write(plan.trainer.output_dir, content, history, ctx.trained.labels, plots=plan.trainer.plots,
                  mistakes=ctx.described, html=not aside)
