@@ -145,8 +145,39 @@ def convert_tnews(raw):
     return {f"classification/tnews/{key}": raw[key] for key in ("train.tsv", "dev.tsv", "labels.txt")}
 
 
+CHNSENTICORP_SPLIT = (("test", 0.1), ("dev", 0.1))  # the rest is train
+
+
 def convert_chnsenticorp(raw):
-    return {"classification/chnsenticorp_htl/ChnSentiCorp_htl_all.csv": raw["csv"]}
+    """The one CSV as released, plus a fixed stratified split of this project's
+    making (the set has none): ``text<TAB>positive|negative`` in
+    ``train.tsv`` / ``dev.tsv`` / ``test.tsv``, 80/10/10 within each label.
+    Whitespace runs in a review (newlines included) become one space; the one
+    empty review is dropped. The order within a label is the sha256 of the
+    row's number and text, so the split needs no random generator and is the
+    same on every machine; test takes the first 10 %, dev the next 10 %."""
+    import csv
+
+    rows = csv.DictReader(io.StringIO(raw["csv"].decode("utf-8")))
+    by_label = {"negative": [], "positive": []}
+    for number, row in enumerate(rows):
+        text = " ".join(row["review"].split())
+        if text:
+            by_label[{"0": "negative", "1": "positive"}[row["label"]]].append((number, text))
+    split = {"train": [], "dev": [], "test": []}
+    for label, items in by_label.items():
+        items.sort(key=lambda item: sha256(f"{item[0]}\t{item[1]}".encode("utf-8")))
+        start = 0
+        for name, share in CHNSENTICORP_SPLIT:
+            size = round(len(items) * share)
+            split[name] += [(number, text, label) for number, text in items[start:start + size]]
+            start += size
+        split["train"] += [(number, text, label) for number, text in items[start:]]
+    out = {"classification/chnsenticorp_htl/ChnSentiCorp_htl_all.csv": raw["csv"]}
+    for name, items in split.items():
+        lines = [f"{text}\t{label}" for _, text, label in sorted(items)]  # the release's order
+        out[f"classification/chnsenticorp_htl/{name}.tsv"] = ("\n".join(lines) + "\n").encode("utf-8")
+    return out
 
 
 def convert_goemotions(raw):
@@ -232,7 +263,11 @@ DATASETS = {d.name: d for d in (
     }, {
         "classification/chnsenticorp_htl/ChnSentiCorp_htl_all.csv":
             "1d414b9c65caf3a836abdb4efded621968502ad3338e1a9d885ae131c86083f0",
-    }, convert_chnsenticorp, "ChnSentiCorp hotel reviews (Tan Songbo)"),
+        "classification/chnsenticorp_htl/train.tsv": "6608ed83030b511282a548814f30c15dd68666921a65480ff78fd4fc41ac2b7b",
+        "classification/chnsenticorp_htl/dev.tsv": "8fe811ba79d8afe5665e81eb29fd4dfdd69fa9e60709bc755e9ba38397ecf933",
+        "classification/chnsenticorp_htl/test.tsv": "eda0e7c21e8316b120a18929b49686d0e0859713d834a81611677fd55ab8d7fc",
+    }, convert_chnsenticorp, "ChnSentiCorp hotel reviews (Tan Songbo); train/dev/test is this project's "
+        "fixed stratified 80/10/10 split (get_data.convert_chnsenticorp)"),
     DataSet("goemotions", "monologg/GoEmotions-pytorch", "b75f9d3a8b76bc1060687925b04ca98a1b8ea66b", {
         "train": Raw("data/original/train.tsv", "1c254a142be5c00e80d819b9ae1bbd36d94b2eeb8f4b1271846508d57e57d9c5"),
         "dev": Raw("data/original/dev.tsv", "575489c079c9de1097062a01738f998590d6b7ead66dd1c9fd1d2ba01fd8bc62"),

@@ -25,7 +25,7 @@ def test_all_sets_from_the_mirror_match_every_processed_sha256(tmp_path, capsys)
                            "--mirror", MIRROR], capture_output=True, text=True)
     assert code.returncode == 0, code.stderr
     expected = {rel: digest for d in get_data.DATASETS.values() for rel, digest in d.processed.items()}
-    assert len(expected) == 21
+    assert len(expected) == 24
     for rel, digest in expected.items():
         assert get_data.file_sha256(dest / rel) == digest, rel
     written = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
@@ -87,6 +87,40 @@ def test_goemotions_reads_back_through_its_benchmark_param_file(tmp_path, capsys
     assert min(counts["train"].values()) == 77 and counts["train"]["pride"] == 111
     assert all(len(counts[s]) == 28 for s in counts), "every label occurs in every split"
     assert any('"' in e["text"] for e in splits["train"]), "quotes stay in the texts"
+
+@needs_mirror
+def test_chnsenticorps_split_is_fixed_stratified_disjoint_and_reads_through_its_param_file(tmp_path):
+    """The project's split of the one hotel-review CSV: every non-empty review in exactly one of
+    train/dev/test, 80/10/10 within each label, and what cls_chnsenticorp_e5_frozen.json reads back."""
+    import csv
+    import io
+
+    from appzoo.params.param_file import load_param_file
+    from appzoo.run.plan import validate
+
+    dest = tmp_path / "bench"
+    assert get_data.main(["chnsenticorp_htl", "--dest", str(dest), "--mirror", MIRROR]) == 0
+    dataset = get_data.DATASETS["chnsenticorp_htl"]
+    released = get_data.fetch(dataset, dataset.raws["csv"], MIRROR).decode("utf-8")
+    reviews = Counter((" ".join(row["review"].split()), {"0": "negative", "1": "positive"}[row["label"]])
+                      for row in csv.DictReader(io.StringIO(released)))
+    del reviews[("", "positive")], reviews[("", "negative")]  # the one empty review is dropped
+
+    path = "benchmarks/configs/cls_chnsenticorp_e5_frozen.json"
+    config = load_param_file(path)
+    for key in ("train", "dev", "test"):
+        config["dataset_reader"][key] = str(dest / config["dataset_reader"][key].replace("data/benchmarks/", ""))
+    config["model"]["encoder"] = {"config": "configs/ernie_tiny.json"}
+    config["trainer"]["output_dir"] = str(tmp_path / "out")
+    plan = validate(config, path)
+    reader = plan.reader_class(**plan.reader_kwargs)
+    splits = {s: Counter((e["text"], e["label"]) for e in reader.read(config["dataset_reader"][s], s))
+              for s in ("train", "dev", "test")}
+    assert splits["train"] + splits["dev"] + splits["test"] == reviews, "each review in exactly one split"
+    shares = {s: Counter(label for _, label in rows.elements()) for s, rows in splits.items()}
+    assert shares == {"train": {"positive": 4258, "negative": 1955}, "dev": {"positive": 532, "negative": 244},
+                      "test": {"positive": 532, "negative": 244}}
+
 
 @needs_mirror
 def test_a_second_run_skips_present_sets_and_redoes_a_changed_file(tmp_path, capsys):
