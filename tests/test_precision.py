@@ -77,7 +77,7 @@ def test_a_low_precision_labels_as_fp32_does(trained, task, engine, precision, q
 def test_static_int8_is_cached_next_to_the_export_and_reused(trained):
     """The cache's name carries the dev set it was calibrated on and the model it is of (the start of the
     export's source key), so a file of other data or another model is never taken for it."""
-    from appzoo.inference.export import KEY_LENGTH, exported_key
+    from appzoo.inference.graph_files import KEY_LENGTH, exported_key
     from appzoo.inference.quantize import file_name, made_with, settings
     from appzoo.utils.files import file_sha256
 
@@ -172,7 +172,7 @@ def test_a_truncated_onnx_or_int8_model_is_one_line_naming_it(served_runs, tmp_p
     ONNX Runtime (or its quantizer, for model.onnx) refuses it: one line naming it and the way out, exit 2."""
     import shutil
 
-    from appzoo.inference.export import KEY_LENGTH, exported_key
+    from appzoo.inference.graph_files import KEY_LENGTH, exported_key
     from bad_input_harness import truncate
 
     out = str(tmp_path / "run")

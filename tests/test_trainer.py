@@ -132,9 +132,9 @@ def test_batches_are_padded_and_the_model_gets_only_its_forward_keys(tmp_path):
 
 
 def test_one_forward_key_filter_for_training_and_the_dygraph_engine():
-    """appzoo.task.model.forward_inputs: the trainer keeps labels, a prediction drops them; a forward(**kwargs)
+    """appzoo.task.inputs.forward_inputs: the trainer keeps labels, a prediction drops them; a forward(**kwargs)
     takes every key."""
-    from appzoo.task.model import forward_inputs
+    from appzoo.task.inputs import forward_inputs
 
     class Named:
         def forward(self, x, labels=None):

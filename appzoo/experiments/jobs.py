@@ -1,15 +1,11 @@
 """One job: a variant's run through the one ladder of how a run can end, and the unit a backend runs."""
 import dataclasses
-import os
 from typing import Any, Callable, Optional
 
 from appzoo.errors import DivergedError, Interrupted, UserError
 from appzoo.run import runner
-from appzoo.store.archive import FolderInUse
+from appzoo.store.archive import FolderInUse, RunFolder
 from appzoo.utils import files
-
-#: Written into a run folder whose run stopped on a non-finite loss: the run counts as ended, diverged.
-DIVERGED_FILE = "diverged.json"
 
 #: How :func:`run` says a run ended.
 FINISHED, DIVERGED, IN_USE, FAILED = "finished", "diverged", "in use", "failed"
@@ -26,8 +22,9 @@ def run(plan, record=None, advice=None, callbacks=()):
     """Run the plan of one variant; returns its :class:`Outcome`.
 
     A loss that is not finite is a result of the variant, not the end of the sweep or search: the folder gets
-    :data:`DIVERGED_FILE` (``record``, then the error). A folder locked by another process (between the check
-    and the lock) and a user error (the data with these settings) are outcomes too, for the strategy to judge.
+    ``diverged.json`` (``record``, then the error; :attr:`RunFolder.diverged`) and the run counts as ended. A
+    folder locked by another process (between the check and the lock) and a user error (the data with these
+    settings) are outcomes too, for the strategy to judge.
     A stop with a checkpoint (Ctrl-C, SIGTERM) goes on up with ``advice``, how the same command continues it,
     in place of the run's own (which would continue that one run outside the strategy)."""
     try:
@@ -37,8 +34,7 @@ def run(plan, record=None, advice=None, callbacks=()):
             raise
         raise stop.advising(advice) from None
     except DivergedError as error:
-        files.write_json(os.path.join(plan.trainer.output_dir, DIVERGED_FILE),
-                         {**(record or {}), "error": str(error)})
+        files.write_json(RunFolder(plan.trainer.output_dir).diverged, {**(record or {}), "error": str(error)})
         return Outcome(DIVERGED, error=error)
     except FolderInUse as error:
         return Outcome(IN_USE, error=error)

@@ -9,6 +9,7 @@ import copy
 
 from appzoo.errors import ConfigError
 from appzoo.params.param_file import get_key, set_key
+from appzoo.params.trainer import Do
 from appzoo.run.plan import validate
 
 __all__ = ["get_key", "set_key", "variant", "fresh", "plan_variant", "check_trains"]
@@ -46,6 +47,6 @@ def plan_variant(config, param_path, do, what=None):
 def check_trains(strategy, do, source="--do"):
     """A sweep or a search trains every variant: ConfigError when the modes ``do`` (of ``source``: ``--do``, or
     ``trainer.do`` as the plan resolved it) have no train."""
-    if do is not None and "train" not in do:
+    if do is not None and not Do(do).trains:
         modes = ",".join(do) if source == "--do" else do  # --do as typed, trainer.do as the list it is
         raise ConfigError(f"--{strategy}: a {strategy} trains; {source} {modes} has no 'train'")

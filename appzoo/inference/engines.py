@@ -26,10 +26,11 @@ import threading
 import numpy as np
 
 from appzoo.errors import UserError, first_line
-from appzoo.task.model import forward_inputs
+from appzoo.task.inputs import forward_inputs
 from appzoo.env import available_cores
-from appzoo.inference.export import graph_files, onnx_model, unreadable
+from appzoo.inference.graph_files import graph_files, onnx_model, unreadable
 from appzoo.inference.quantize import onnx_int8
+from appzoo.params.inference import CAPABILITIES, check_precision
 
 
 def create(spec, model, inference_dir=None, mkldnn=True, dev=None):
@@ -37,7 +38,12 @@ def create(spec, model, inference_dir=None, mkldnn=True, dev=None):
     built) over ``model`` and, for a graph engine, the graph exported into ``inference_dir``, in the spec's
     precision on its threads. ``dev``: for an int8 that reads the dev set (static calibration, the sensitivity
     pass: :meth:`~appzoo.params.inference.InferenceSpec.needs_dev`), ``(digest, batches)``: the start of the
-    dev file's sha256, for the cache's name, and ``batches(n)``, collated batches of ``n`` dev examples."""
+    dev file's sha256, for the cache's name, and ``batches(n)``, collated batches of ``n`` dev examples. The
+    engine's row of :data:`~appzoo.params.inference.CAPABILITIES` is read here too: a precision it does not run
+    is refused with the plan's one line (a spec no section checked), and a graph engine needs its folder."""
+    check_precision(spec.engine, spec.precision, key_path=f"engine {spec.engine!r}")
+    if CAPABILITIES[spec.engine].graph and inference_dir is None:
+        raise ValueError(f"engine {spec.engine!r} runs an exported graph: give the folder it was exported into")
     model.eval()
     return BY_NAME[spec.engine](model, inference_dir, spec, mkldnn=mkldnn, dev=dev)
 

@@ -36,7 +36,7 @@ from appzoo.store import bundle
 
 from appzoo.data.encoding import encode_texts
 from appzoo.inference import engines, export, prediction
-from appzoo.params.inference import DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, InferenceSpec
+from appzoo.params.inference import CAPABILITIES, InferenceSpec, spec_keys
 from appzoo.errors import DataError
 from appzoo.utils.files import file_sha256
 from appzoo.utils.progress import bars, note
@@ -66,6 +66,28 @@ class Prepared:
         return max((len(v) for f in self.features for k, v in f.items() if k.endswith("input_ids")), default=0)
 
 
+#: The Predictor's keywords for the :class:`~appzoo.params.inference.InferenceSpec` fields, by field: the
+#: field's name, but ``num_threads`` (so a field added to the spec is a keyword here with no edit).
+KEYWORDS = spec_keys({"threads": "num_threads"})
+
+
+def _spec(spec, engine, keys):
+    """The spec a Predictor runs: ``spec``, or the one of ``engine`` and the spec's keywords ``keys``, checked;
+    TypeError for an unknown keyword or for both at once (a programming error, as Python's own)."""
+    unknown = sorted(set(keys) - set(KEYWORDS.values()))
+    if unknown:
+        raise TypeError(f"Predictor: unknown keyword {unknown[0]!r} (its spec's keywords: "
+                        f"{', '.join(KEYWORDS.values())})")
+    if engine is not None:
+        keys = {**keys, KEYWORDS["engine"]: engine}
+    if spec is not None:
+        if keys:
+            raise TypeError(f"Predictor: give spec or its keywords ({', '.join(sorted(keys))}), not both")
+        return spec
+    by_field = {field: keys[key] for field, key in KEYWORDS.items() if key in keys}
+    return InferenceSpec(**by_field).check(KEYWORDS)
+
+
 class Predictor:
     """A trained model that takes raw inputs: texts (classification), token
     lists or texts (sequence labeling: a text with spaces is split on them,
@@ -77,31 +99,25 @@ class Predictor:
     match score, the label it gives at the saved threshold
     (:attr:`reader_state`) and, for pointwise models, the probabilities.
     ``progress_bar``: show the tokenising bars of ``predict`` (off: a call
-    from a service prints nothing). ``precision``, ``quantization``,
-    ``calibration_examples``, ``keep_fp32``, ``sensitivity_examples``: see the module docstring.
+    from a service prints nothing). What it predicts on: ``spec``, an
+    :class:`~appzoo.params.inference.InferenceSpec`, or its keys as keywords (:data:`KEYWORDS`: ``engine``,
+    ``precision``, ``quantization``, ``calibration_examples``, ``num_threads``, ``keep_fp32``,
+    ``sensitivity_examples``; see the module docstring), never both.
     """
 
-    def __init__(self, best, engine="dygraph", *, batch_size=64, num_threads=None, inference_dir=None,
-                 mkldnn=True, progress_bar=False, precision="fp32", quantization="dynamic",
-                 calibration_examples=DEFAULT_CALIBRATION, keep_fp32="auto", sensitivity_examples=DEFAULT_SENSITIVITY,
-                 spec=None, trained=None):
+    def __init__(self, best, engine=None, *, batch_size=64, inference_dir=None, mkldnn=True, progress_bar=False,
+                 spec=None, trained=None, **keys):
         """``best``: a ``best/`` folder; ``trained``: the :class:`~appzoo.store.bundle.Bundle` loaded from it
         when the caller holds it already (a run's eval and predict), else it is loaded here. ``spec``: an
         :class:`~appzoo.params.inference.InferenceSpec` checked by the section that built it (the runner's and
-        the server's), in place of ``engine``, ``precision``, ``quantization``, ``calibration_examples``,
-        ``num_threads``, ``keep_fp32`` and ``sensitivity_examples``, which are checked here. ``inference_dir``: where the graph engines' export lives (None:
-        the ``inference/`` of ``best``'s run folder), exported first unless it is of this very model."""
-        given = InferenceSpec(engine, precision, quantization, calibration_examples, num_threads, keep_fp32,
-                              sensitivity_examples)
-        if spec is None:
-            spec = given.check({"threads": "num_threads"})
-        elif given != InferenceSpec():
-            raise TypeError("Predictor: give spec, or engine, precision, quantization, calibration_examples, "
-                            "num_threads, keep_fp32 and sensitivity_examples, not both")
+        the server's); else the spec of ``engine`` and ``keys`` (:data:`KEYWORDS`), checked here.
+        ``inference_dir``: where the graph engines' export lives (None: the ``inference/`` of ``best``'s run
+        folder), exported first unless it is of this very model."""
+        spec = _spec(spec, engine, keys)
         self.bundle = bundle.load(best, "Predictor") if trained is None else trained
         self.spec, self.batch_size, self.progress_bar = self._measurable(spec), batch_size, progress_bar
         spec = self.spec
-        if spec.engine != "dygraph":
+        if CAPABILITIES[spec.engine].graph:  # the graph it runs is exported first, unless it is of this model
             inference_dir = export.current(self.bundle, best, inference_dir)
         dev = None
         if spec.needs_dev():  # the cache's name says which dev set

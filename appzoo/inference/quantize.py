@@ -1,7 +1,7 @@
 """int8 ONNX models of an export: which MatMuls stay in fp32, and a cached file whose name carries how it was made.
 
 ``onnxruntime.quantization`` quantizes the MatMuls with a weight (an initializer) of ``model.onnx``
-(:func:`appzoo.inference.export.onnx_model`): ``dynamic`` (int8 weights, a scale per output channel, each
+(:func:`appzoo.inference.graph_files.onnx_model`): ``dynamic`` (int8 weights, a scale per output channel, each
 batch's activations scaled as it runs) or ``static`` (QDQ, activation ranges calibrated on dev examples).
 ``reduce_range`` (7-bit weights) only on a CPU without VNNI (:func:`appzoo.env.has_vnni`), where 8-bit
 weights can saturate the 16-bit sums of its int8 multiply-adds.
@@ -33,7 +33,7 @@ import numpy as np
 
 from appzoo.env import has_vnni
 from appzoo.errors import UserError
-from appzoo.inference.export import KEY_LENGTH, exported_key, onnx_model, quiet_logs, unreadable, written
+from appzoo.inference.graph_files import KEY_LENGTH, exported_key, onnx_model, quiet_logs, unreadable, written
 from appzoo.registry import did_you_mean
 from appzoo.utils.files import file_sha256
 

@@ -26,23 +26,27 @@ class Capabilities:
     to use instead (the one-line refusal of :func:`check_precision`)."""
 
     runs: str
+    graph: Optional[str] = None  # the exported graph it runs: None (the Paddle model itself), "pir" or "onnx"
     packages: tuple = ()
     precisions: tuple = ("fp32",)
     refusals: dict = dataclasses.field(default_factory=dict)
 
 
+#: The engine that is the Paddle model itself (no exported graph): what a run trains and evaluates with.
+DYGRAPH = "dygraph"
 _GRAPH_ENGINE = ("needs a graph engine (the Paddle model runs in fp32); use engine 'onnxruntime' with precision "
                  "'int8', or 'paddle_inference' with 'bf16'")
 #: Every engine's capabilities, by the name a param file gives it; :data:`appzoo.inference.engines.BY_NAME` holds
 #: the class of each (a test keeps the two tables in step).
 CAPABILITIES = {
-    "dygraph": Capabilities("the Paddle model", refusals={"bf16": _GRAPH_ENGINE, "int8": _GRAPH_ENGINE}),
+    DYGRAPH: Capabilities("the Paddle model", refusals={"bf16": _GRAPH_ENGINE, "int8": _GRAPH_ENGINE}),
     "paddle_inference": Capabilities(
-        "the exported Paddle graph (PIR), oneDNN kernels on CPU", precisions=("fp32", "bf16"),
+        "the exported Paddle graph (PIR), oneDNN kernels on CPU", graph="pir", precisions=("fp32", "bf16"),
         refusals={"int8": "is not available on paddle_inference (Paddle 3.3.1 quantizes only old-IR programs, and "
                           "its exports are PIR graphs); use engine 'onnxruntime' with precision 'int8'"}),
     "onnxruntime": Capabilities(
-        "the exported graph converted to ONNX", packages=("onnxruntime", "paddle2onnx"), precisions=("fp32", "int8"),
+        "the exported graph converted to ONNX", graph="onnx", packages=("onnxruntime", "paddle2onnx"),
+        precisions=("fp32", "int8"),
         refusals={"bf16": "is not available on onnxruntime (its CPU provider has no bf16 kernels for these graphs); "
                           "use precision 'int8', or engine 'paddle_inference' with 'bf16'"}),
 }
@@ -100,7 +104,7 @@ class InferenceSpec:
     (:meth:`check`); the Predictor and the engines take it as checked. ``threads``: the engine's CPU threads
     (None: ``OMP_NUM_THREADS``, else the cores this process may use)."""
 
-    engine: Engine = "dygraph"
+    engine: Engine = DYGRAPH
     precision: Precision = "fp32"
     quantization: Quantization = "dynamic"
     calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
@@ -147,6 +151,29 @@ class InferenceSpec:
     def of(cls, section, keys):
         """The spec ``section`` (a section's dataclass) holds under ``keys`` (``{field: the section's key}``)."""
         return cls(**{field: getattr(section, key) for field, key in keys.items()})
+
+
+def spec_keys(renamed=(), prefix=""):
+    """``{spec field: its key}`` in a section or the Predictor's keywords: ``renamed`` where that key has always
+    had another name, else ``prefix`` + the field's name. So a field added to :class:`InferenceSpec` is a key of
+    the trainer and serve sections (:func:`embed_spec`) and a keyword of the Predictor with no edit there."""
+    renamed = dict(renamed)
+    return {field.name: renamed.get(field.name, prefix + field.name) for field in dataclasses.fields(InferenceSpec)}
+
+
+def embed_spec(keys):
+    """Decorate a section's class (under ``@dataclasses.dataclass``) so that it has a key of every
+    :class:`InferenceSpec` field under ``keys`` (:func:`spec_keys`): those the class does not declare itself
+    (to keep a key's place or give it another default) are added after its own keys, typed, documented and
+    defaulted as the spec's field."""
+    def embed(cls):
+        annotations = cls.__dict__["__annotations__"]
+        for field in dataclasses.fields(InferenceSpec):
+            if keys[field.name] not in annotations:
+                annotations[keys[field.name]] = field.type
+                setattr(cls, keys[field.name], field.default)
+        return cls
+    return embed
 
 
 def check_engine(engine, key_path="trainer.inference_engine"):

@@ -4,18 +4,20 @@ from typing import Annotated, Optional
 
 from appzoo.params.keys import Key, build_section, check_fields
 from appzoo.params.inference import (DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, CalibrationExamples, Engine,
-                                     InferenceSpec, KeepFp32, Precision, Quantization, SensitivityExamples)
+                                     InferenceSpec, KeepFp32, Precision, Quantization, SensitivityExamples,
+                                     embed_spec, spec_keys)
 from appzoo.env import available_cores
 from appzoo.errors import ConfigError
 
 
-#: The serve section's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields.
-INFERENCE_KEYS = {"engine": "engine", "precision": "precision", "quantization": "quantization",
-                  "calibration_examples": "calibration_examples", "threads": "threads",
-                  "keep_fp32": "quantize_keep_fp32", "sensitivity_examples": "sensitivity_examples"}
+#: The serve section's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields: the
+#: field's own name, but quantize_keep_fp32. The section declares the ones it had (for their place in it, and the
+#: server's own default engine); a field added to the spec comes in after them (embed_spec).
+INFERENCE_KEYS = spec_keys({"keep_fp32": "quantize_keep_fp32"})
 
 
 @dataclasses.dataclass
+@embed_spec(INFERENCE_KEYS)
 class ServeConfig:
     """Every key of the ``serve`` section: its type, limits, default and help."""
 

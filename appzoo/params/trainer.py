@@ -3,11 +3,51 @@ import dataclasses
 from typing import Annotated, List, Literal, Optional, Union
 
 from appzoo.params.keys import Key, check_fields
-from appzoo.params.inference import (DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, CalibrationExamples, Engine,
-                                     InferenceSpec, KeepFp32, Precision, Quantization, SensitivityExamples)
+from appzoo.params.inference import InferenceSpec, embed_spec, spec_keys
 from appzoo.errors import ConfigError
 
 MODES = ("train", "eval", "predict", "export", "audit")
+
+
+class Do(list):
+    """The modes of a run in order (``trainer.do`` as the plan resolved it, or ``--do``): the one place that asks
+    whether a mode is among them (held by tests/test_architecture.py). A list, so the param tree, config.json and
+    run_record.json write it as they always did."""
+
+    @property
+    def trains(self):
+        return "train" in self
+
+    @property
+    def evaluates(self):
+        return "eval" in self
+
+    @property
+    def predicts(self):
+        return "predict" in self
+
+    @property
+    def audits(self):
+        return "audit" in self
+
+    @property
+    def exports(self):
+        return "export" in self
+
+    @property
+    def reads_a_model(self):
+        """Evaluates or predicts: the modes that run a trained model on data (on a graph engine, if set)."""
+        return self.evaluates or self.predicts
+
+    @property
+    def uses_a_trained_model(self):
+        """Evaluates, predicts or exports with no training before it: it needs a trained model to start from."""
+        return not self.trains and (self.reads_a_model or self.exports)
+
+    @property
+    def evaluates_a_trained_run(self):
+        """An eval with no training before it: its numbers go beside the run's own (metrics.json's ``eval``)."""
+        return self.evaluates and not self.trains
 #: trainer.sampler's names (appzoo.data.sampler builds them); the class samplers draw by class
 SAMPLERS = ("random", "by_length", "balanced", "m_per_class", "no_duplicates")
 CLASS_SAMPLERS = ("balanced", "m_per_class")
@@ -19,14 +59,15 @@ def _not_blank(value, key_path):
         raise ConfigError(f"{key_path}: must not be empty or blank, got {value!r}")
 
 
-#: The trainer's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields.
-INFERENCE_KEYS = {"engine": "inference_engine", "precision": "inference_precision",
-                  "quantization": "inference_quantization", "calibration_examples": "calibration_examples",
-                  "threads": "num_threads", "keep_fp32": "quantize_keep_fp32",
-                  "sensitivity_examples": "sensitivity_examples"}
+#: The trainer's keys of its :class:`~appzoo.params.inference.InferenceSpec`, by the spec's fields:
+#: ``inference_<field>``, but for the four that have always had a name of their own.
+INFERENCE_KEYS = spec_keys({"calibration_examples": "calibration_examples", "threads": "num_threads",
+                            "keep_fp32": "quantize_keep_fp32", "sensitivity_examples": "sensitivity_examples"},
+                           prefix="inference_")
 
 
 @dataclasses.dataclass
+@embed_spec(INFERENCE_KEYS)
 class TrainerConfig:
     """Every key of the ``trainer`` section: its type, limits, default and help."""
 
@@ -122,12 +163,8 @@ class TrainerConfig:
                                   "VisualDL (needs the visualdl package)")] = False
     device: Annotated[Literal["auto", "cpu", "gpu"], Key(
         "where to train: auto picks the GPU when paddle is a CUDA build")] = "auto"
-    inference_engine: Engine = "dygraph"
-    inference_precision: Precision = "fp32"
-    inference_quantization: Quantization = "dynamic"
-    calibration_examples: CalibrationExamples = DEFAULT_CALIBRATION
-    quantize_keep_fp32: KeepFp32 = "auto"
-    sensitivity_examples: SensitivityExamples = DEFAULT_SENSITIVITY
+    # inference_engine, inference_precision, inference_quantization, calibration_examples, quantize_keep_fp32,
+    # sensitivity_examples: the InferenceSpec's keys (embed_spec; num_threads, above, is its threads)
 
     def __post_init__(self):
         check_fields(self, "trainer")  # also when built from Python, not only from a param file

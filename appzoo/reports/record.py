@@ -59,12 +59,12 @@ def build(plan, prepared, result, described, folder, command=None):
     if plan.distill is not None:
         record["distill"] = distilled_from(plan, prepared)
     record["limitations"] = _limitations(record)
-    if "train" not in plan.do and os.path.exists(folder.run_record):  # an eval of a trained run: keep its training
+    if not plan.do.trains and os.path.exists(folder.run_record):  # an eval of a trained run: keep its training
         before = files.read_json(folder.run_record, "record of the run")
         record["data"] = {**before.get("data", {}), **record["data"]}
         record["trained_by"] = before.get("trained_by") or before.get("command")
         record["limitations"] = _limitations(record)
-    elif "train" in plan.do:  # what --do reproduce re-runs, whatever a later eval records beside it
+    elif plan.do.trains:  # what --do reproduce re-runs, whatever a later eval records beside it
         record["trained_by"] = {**record["command"], "do": list(plan.do)}
     return record
 

@@ -17,7 +17,7 @@ from appzoo.utils.markdown import cell
 from appzoo.params.param_file import load_param_file
 from appzoo.params.dataset import DatasetConfig
 from appzoo.task.reader import DatasetReader
-from appzoo.encoders import EncoderSpec
+from appzoo.encoders.spec import EncoderSpec
 from appzoo.losses.build import SUPPLIED as LOSS_SUPPLIED
 from appzoo.params.sections import SECTIONS, plain_sections
 from appzoo.registry import LOSSES, MODELS, READERS, did_you_mean

@@ -15,13 +15,14 @@ from appzoo.run.callbacks import VisualDLLogger
 from appzoo.params.keys import check_kwargs, non_finite
 from appzoo.params.dataset import SPLITS, DatasetConfig
 from appzoo.data.sampler import Sampler
-from appzoo.encoders import check_model_sources, parse_encoder_spec
+from appzoo.encoders.sources import check_model_sources
+from appzoo.encoders.spec import parse_encoder_spec
 from appzoo.errors import ConfigError
 from appzoo.params.param_file import check_text
 from appzoo.params.sections import SECTIONS, build, plain_sections
 from appzoo.registry import MODELS, READERS, did_you_mean
 from appzoo.store.resolve import resolve
-from appzoo.params.trainer import AUTO, TrainerConfig
+from appzoo.params.trainer import AUTO, Do, TrainerConfig
 
 
 @dataclasses.dataclass
@@ -111,13 +112,13 @@ def _check_run_folder(trainer, modes):
     name at the first evaluation, say) can be redone."""
     folder = RunFolder(trainer.output_dir)
     starts_anew = not trainer.resume or (trainer.resume == AUTO and folder.latest_checkpoint() is None)
-    if "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.has_run():
+    if modes.trains and starts_anew and not trainer.overwrite_output_dir and folder.has_run():
         raise ConfigError(
             f"trainer.output_dir: {trainer.output_dir!r} already holds a run"
             f"{' and no checkpoint to continue it from' if trainer.resume == AUTO else ''}; choose another folder, "
             f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
         )
-    foreign = "train" in modes and starts_anew and not trainer.overwrite_output_dir and folder.foreign_files()
+    foreign = modes.trains and starts_anew and not trainer.overwrite_output_dir and folder.foreign_files()
     if foreign:
         raise ConfigError(
             f"trainer.output_dir: {trainer.output_dir!r} holds files no run wrote ({', '.join(foreign)}), which a "
@@ -128,7 +129,7 @@ def _check_run_folder(trainer, modes):
 def _distill(config, trainer, modes, model_class, model_type, data, data_section):
     """The ``distill`` section of a run that trains (None: no teacher), its teacher checked: a best/ folder of
     the same task, both models giving class logits."""
-    if not config.get("distill") or "train" not in modes:
+    if not config.get("distill") or not modes.trains:
         return None
     distill = build("distill", config["distill"])
     if distill.teacher is None:
@@ -209,17 +210,17 @@ def _dataset(config, model_class):
 
 def _modes(trainer, data):
     """The modes to run: ``trainer.do``, or what the data files given call for."""
-    modes = trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
-                           if split is None or getattr(data, split)]
-    if "eval" in modes and not (data.dev or data.test):
+    modes = Do(trainer.do or [m for m, split in (("train", "train"), ("eval", None), ("predict", "predict"))
+                              if split is None or getattr(data, split)])
+    if modes.evaluates and not (data.dev or data.test):
         if trainer.do is not None:
             raise ConfigError("trainer.do: 'eval' needs dataset_reader.dev or dataset_reader.test")
         modes.remove("eval")
     for mode, split in (("train", "train"), ("predict", "predict")):
         if mode in modes and not getattr(data, split):
             raise ConfigError(f"dataset_reader.{split}: required for trainer.do {mode!r}")
-    if (trainer.audit or trainer.audit_labels) and "audit" not in modes:
-        modes = ["audit", *modes]
+    if (trainer.audit or trainer.audit_labels) and not modes.audits:
+        modes = Do(["audit", *modes])
     return modes
 
 
@@ -227,10 +228,10 @@ def _init_from(trainer, modes, data):
     """The ``best/`` folder the run starts from: ``trainer.init_from``, or the
     run's own ``best/`` for modes that do not train; None for a new model."""
     init_from = trainer.init_from
-    if "audit" in modes and not data.train and init_from is None:
+    if modes.audits and not data.train and init_from is None:
         raise ConfigError("dataset_reader.train: required for trainer.do 'audit' (the vocabulary and label set "
                           "come from it), unless trainer.init_from names a trained model")
-    if "train" not in modes and {"eval", "predict", "export"} & set(modes) and init_from is None:
+    if modes.uses_a_trained_model and init_from is None:
         init_from = RunFolder(trainer.output_dir).best
         if not os.path.isdir(init_from):
             raise ConfigError(

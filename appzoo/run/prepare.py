@@ -8,11 +8,10 @@ from appzoo.encoders import frozen_prefix
 from appzoo.inference import prediction
 from appzoo.params.dataset import SPLITS
 from appzoo.run import param_groups
-from appzoo.run.modes import needed_splits
 from appzoo.run.teacher import Teacher
 from appzoo.store import bundle as bundles
 from appzoo.store.archive import RunFolder
-from appzoo.task.model import forward_inputs
+from appzoo.task.inputs import forward_inputs
 from appzoo.utils.progress import note
 
 
@@ -39,13 +38,13 @@ class Prepared:
             self.work_dir = None
 
 
-def prepare(plan):
-    """Read the splits the modes need and build the model (:func:`appzoo.store.bundle.build`);
-    the caller removes the temporary folder with :meth:`Prepared.cleanup`."""
+def prepare(plan, needed):
+    """Read the splits ``needed`` (those the plan's modes read: :func:`appzoo.run.modes.needed_splits`) and build
+    the model (:func:`appzoo.store.bundle.build`); the caller removes the temporary folder with
+    :meth:`Prepared.cleanup`."""
     data = plan.data
     reader = plan.reader_class(**plan.reader_kwargs)
     reader.tune_metric = plan.trainer.dev_metric(reader)[0]
-    needed = needed_splits(plan.do)
     splits = {}
     for split in SPLITS:
         path = getattr(data, split)
@@ -56,7 +55,7 @@ def prepare(plan):
     work_dir = None if plan.init_from else tempfile.TemporaryDirectory(prefix="appzoo-vocab-")
     try:
         trained = bundles.build(plan, reader, splits, work_dir and work_dir.name)
-        if "train" in plan.do:  # a learning-rate key that names no parameter of the model: refused before any write
+        if plan.do.trains:  # a learning-rate key that names no parameter of the model: refused before any write
             param_groups.groups(trained.model, plan.trainer)
         features = {s: reader.encode(ex, trained.tokenizer, trained.labels, data.max_seq_len, s)
                     for s, ex in splits.items()}

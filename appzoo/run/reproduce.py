@@ -18,7 +18,7 @@ import os
 from appzoo.errors import DataError, UserError
 from appzoo.params.dataset import SPLITS
 from appzoo.params.param_file import get_key, set_key
-from appzoo.params.trainer import TrainerConfig
+from appzoo.params.trainer import Do, TrainerConfig
 from appzoo.reports import record as records
 from appzoo.run.plan import validate
 from appzoo.run.runner import run
@@ -26,7 +26,6 @@ from appzoo.store import bundle as bundles
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
 from appzoo.utils import files
-from appzoo.utils.progress import note
 
 #: metrics that measure the machine's speed, not the model: never compared
 TIMING = ("time", "per_second")
@@ -66,7 +65,7 @@ def _record(folder):
     if recorded.get("record_version") != records.VERSION:
         raise UserError(f"--do reproduce: {folder.run_record}: record_version {recorded.get('record_version')!r} "
                         f"(this appzoo reads {records.VERSION})")
-    if "train" not in recorded.get("do", ()) and not recorded.get("trained_by"):
+    if not Do(recorded.get("do", ())).trains and not recorded.get("trained_by"):
         raise UserError(f"--do reproduce: {folder.run_record}: this run did not train (do: {recorded.get('do')}); "
                         f"reproduce the run that trained the model")
     return recorded

@@ -19,7 +19,7 @@ from appzoo.errors import ConfigError, Interrupted
 from appzoo.utils.progress import note
 from appzoo.store.resolve import TRAIN_LONGER, changed_keys, trains_longer
 from appzoo.params.trainer import AUTO
-from appzoo.run.modes import run_modes
+from appzoo.run.modes import needed_splits, run_modes
 from appzoo.run.prepare import prepare
 
 
@@ -34,7 +34,7 @@ def run(plan, callbacks=()):
     is_main = paddle.distributed.get_rank() == 0
     with interrupts.handled():
         resume_from = _resume_point(plan, folder)
-        prepared = prepare(plan)
+        prepared = prepare(plan, needed_splits(plan.do))
         try:
             if not is_main:
                 return run_modes(plan, prepared, folder, resume_from, started, callbacks)
@@ -50,7 +50,7 @@ def _main_rank(plan, prepared, folder, resume_from, started, callbacks):
         message = folder.recover()
         if message:
             note(message)
-        if "train" in plan.do and not resume_from:
+        if plan.do.trains and not resume_from:
             folder.replace_run()
         try:
             return run_modes(plan, prepared, folder, resume_from, started, callbacks)
@@ -87,7 +87,7 @@ def _resume_point(plan, folder):
     """The checkpoint ``trainer.resume`` continues from (None: a new run).
     Refuses one made with settings or data that change what is trained."""
     resume = plan.trainer.resume
-    if not resume or "train" not in plan.do:
+    if not resume or not plan.do.trains:
         return None
     if resume is True or resume == AUTO:
         checkpoint = folder.latest_checkpoint()

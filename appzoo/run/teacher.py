@@ -9,7 +9,7 @@ or per word (sequence labeling: each word's first piece, a CRF's emissions, the 
 predictions are), so the two vocabularies and tokenizations may differ.
 
 The logits go to ``teacher/<key>.npz`` in the run folder, written atomically after each chunk of examples, the
-key naming the teacher's weights (:func:`appzoo.store.bundle.digest`), the training examples and the engine:
+key naming the teacher's weights (:func:`appzoo.store.bundle_files.digest`), the training examples and the engine:
 a resumed run, a re-run in the same folder or one asking for more examples computes only what is missing, and a
 changed teacher or data never reuses a stale file. ``teacher_engine: auto`` runs the teacher on ONNX Runtime
 when its logits agree with the Paddle model's on the first examples (same label everywhere, within 1e-3),
@@ -32,6 +32,7 @@ from appzoo.errors import DataError
 from appzoo.inference import prediction
 from appzoo.inference.predictor import Predictor
 from appzoo.store import bundle as bundles
+from appzoo.store.bundle_files import digest
 from appzoo.utils import files
 from appzoo.utils.progress import note, progress, quiet
 
@@ -63,7 +64,7 @@ class Teacher:
             raise DataError(f"distill.teacher: {spec.teacher!r} predicts the labels {_few(self.teacher.labels)}, "
                             f"this run's data has {_few(bundle.labels)}: a teacher's outputs are matched label "
                             f"by label, so both must have the same labels in the same order")
-        self.digest = bundles.digest(spec.teacher)  # of the teacher's files: the cache's key, and the run's record
+        self.digest = digest(spec.teacher)  # of the teacher's files: the cache's key, and the run's record
         self.path = os.path.join(self.root, f"{self._key(self.digest)}.npz")
         self.engine_used = None  # what computed the rows of this process (None: all came from the cache)
 

@@ -20,7 +20,7 @@ from appzoo.inference import prediction
 from appzoo.data.sampler import Sampler
 from appzoo.errors import DivergedError, Interrupted
 from appzoo.metrics import scalars
-from appzoo.task.model import forward_inputs
+from appzoo.task.inputs import forward_inputs
 from appzoo.utils.progress import note, progress
 # the op ClipGradByGlobalNorm sums squares with: same bits, and 10x faster than paddle.square().sum()
 from paddle.nn.clip import _squared_l2_norm

@@ -26,7 +26,7 @@ import socket
 import time
 import uuid
 
-from appzoo.store import bundle
+from appzoo.store import bundle_files
 from appzoo.store.run_files import AUDIT_FILES, BY_KEY, RUN_ARTIFACTS, RUN_FILES
 from appzoo.errors import ConfigError, UserError
 from appzoo.utils.files import (
@@ -36,7 +36,7 @@ from appzoo.utils.files import (
 OPTIMIZER_FILE = "optimizer.pdopt"
 SCHEDULER_FILE = "scheduler.pdparams"
 STATE_FILE = "trainer_state.json"
-MARKER = bundle.MARKER
+MARKER = bundle_files.MARKER
 
 REPLACED = ".replaced"
 JOURNAL = "JOURNAL.json"
@@ -284,12 +284,12 @@ class RunFolder:
         try:
             remove(tmp)
             os.makedirs(tmp)
-            save_weights(model, os.path.join(tmp, bundle.MODEL_FILE))
+            save_weights(model, os.path.join(tmp, bundle_files.MODEL_FILE))
             save_weights(optimizer, os.path.join(tmp, OPTIMIZER_FILE))
             save_weights(scheduler, os.path.join(tmp, SCHEDULER_FILE))
             write_json(os.path.join(tmp, STATE_FILE), state)
-            write_json(os.path.join(tmp, bundle.READER_STATE_FILE), reader_state)
-            write_json(os.path.join(tmp, bundle.CONFIG_FILE), config)
+            write_json(os.path.join(tmp, bundle_files.READER_STATE_FILE), reader_state)
+            write_json(os.path.join(tmp, bundle_files.CONFIG_FILE), config)
             fault("checkpoint.files")
             write_text(os.path.join(tmp, MARKER), "")
             fault("checkpoint.marker")
@@ -309,12 +309,12 @@ class RunFolder:
         """The files of a checkpoint, each checked (one line per problem)."""
         if not os.path.exists(os.path.join(folder, MARKER)):
             raise UserError(f"trainer.resume: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
-        return {"model": load_weights(os.path.join(folder, bundle.MODEL_FILE)),
+        return {"model": load_weights(os.path.join(folder, bundle_files.MODEL_FILE)),
                 "optimizer": load_weights(os.path.join(folder, OPTIMIZER_FILE)),
                 "scheduler": load_weights(os.path.join(folder, SCHEDULER_FILE)),
                 "state": read_json(os.path.join(folder, STATE_FILE), "trainer state"),
-                "reader_state": read_json(os.path.join(folder, bundle.READER_STATE_FILE), "reader state"),
-                "config": read_json(os.path.join(folder, bundle.CONFIG_FILE), "config of a checkpoint")}
+                "reader_state": read_json(os.path.join(folder, bundle_files.READER_STATE_FILE), "reader state"),
+                "config": read_json(os.path.join(folder, bundle_files.CONFIG_FILE), "config of a checkpoint")}
 
     @staticmethod
     def checkpoint_meta(folder, key_path="trainer.resume"):
@@ -322,7 +322,7 @@ class RunFolder:
         if not os.path.exists(os.path.join(folder, MARKER)):
             raise ConfigError(f"{key_path}: {folder!r} is not a complete checkpoint folder (no {MARKER} marker; "
                               f"accepted: true, auto, or a checkpoint folder)")
-        return (read_json(os.path.join(folder, bundle.CONFIG_FILE), "config of a checkpoint"),
+        return (read_json(os.path.join(folder, bundle_files.CONFIG_FILE), "config of a checkpoint"),
                 read_json(os.path.join(folder, STATE_FILE), "trainer state"))
 
 

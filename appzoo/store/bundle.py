@@ -3,16 +3,10 @@
 A :class:`Bundle` is the model with everything it needs to predict: its
 reader (tokenisation, collation, decoding, and what it tuned on dev), the
 tokenizer, the labels, the model arguments it got from its training data and
-the fully resolved param tree it was built from. On disk (``best/``):
-
-* ``model_state.pdparams``: the whole model's weights;
-* ``encoder/``: the encoder's config and tokenizer (its weights are in the model's);
-* ``labels.json``, ``model_args.json`` (class counts, tag names, ...),
-  ``reader_state.json`` (a tuned threshold, ...), ``config.json`` (the
-  resolved param tree) and ``best.json`` (``{"step", "metric", "value"}``);
-* ``COMPLETE``: the marker, written last by the run folder
-  (:meth:`appzoo.store.archive.RunFolder.save_best`), which stages the folder, marks
-  it and swaps it in; this module writes the files inside it.
+the fully resolved param tree it was built from. On disk it is a ``best/``
+folder whose files :mod:`appzoo.store.bundle_files` names; the run folder
+(:meth:`appzoo.store.archive.RunFolder.save_best`) stages the folder, marks it
+and swaps it in; this module writes the files inside it.
 
 ``trainer.init_from``, ``--do eval/predict/export``, :class:`appzoo.Predictor`
 and the trainer's restore-best all go through :func:`load` /
@@ -20,7 +14,6 @@ and the trainer's restore-best all go through :func:`load` /
 weights, reader state and config under the same names.
 """
 import dataclasses
-import hashlib
 import inspect
 import json
 import os
@@ -28,9 +21,10 @@ import os
 from appzoo.store.run_files import BY_KEY
 from appzoo.params.dataset import DatasetConfig
 from appzoo.errors import ConfigError
-from appzoo.utils.files import file_sha256, load_weights, read_json, save_weights, write_json
-from appzoo.encoders import (build_encoder, check_saved_encoder, check_state_file, load_encoder, save_encoder,
-                             saved_max_positions)
+from appzoo.utils.files import load_weights, read_json, save_weights, write_json
+from appzoo.encoders.checks import check_state_file
+from appzoo.encoders.saved import check_saved_encoder, load_encoder, save_encoder
+from appzoo.encoders.sources import build_encoder, saved_max_positions
 from appzoo.utils.progress import note, quiet
 from appzoo.data.encoding import encode_texts
 from appzoo.data.unigram import UnigramTokenizer
@@ -38,15 +32,8 @@ from appzoo.encoders import frozen_prefix
 from appzoo.encoders.prune import PRUNE, keep_layers, prune, read_keep_pieces, used_ids
 from appzoo.registry import MODELS, READERS
 
-MODEL_FILE = "model_state.pdparams"
-LABELS_FILE = "labels.json"
-MODEL_ARGS_FILE = "model_args.json"
-READER_STATE_FILE = "reader_state.json"
-CONFIG_FILE = "config.json"
-INFO_FILE = "best.json"
-ENCODER_DIR = "encoder"
-MARKER = "COMPLETE"
-FILES = (MODEL_FILE, LABELS_FILE, MODEL_ARGS_FILE, READER_STATE_FILE, CONFIG_FILE, INFO_FILE)
+from appzoo.store.bundle_files import (CONFIG_FILE, ENCODER_DIR, FILES, INFO_FILE, LABELS_FILE,  # noqa: F401
+                                      MARKER, MODEL_ARGS_FILE, MODEL_FILE, READER_STATE_FILE)
 
 
 @dataclasses.dataclass
@@ -96,9 +83,9 @@ def build(plan, reader, splits, work_dir):
                 if split in splits:
                     reader.check_labels(splits[split], labels, getattr(plan.data, split))
             # a model that does not train keeps what it got from its own training data
-            return reader.model_args(labels, splits["train"]) if "train" in plan.do else None
+            return reader.model_args(labels, splits["train"]) if plan.do.trains else None
 
-        if plan.encoder is not None and "train" in plan.do:
+        if plan.encoder is not None and plan.do.trains:
             note(f"note: trainer.init_from: training goes on from {plan.init_from}, with its encoder and "
                  f"vocabulary (model.encoder is not used)")
         return load(plan.init_from, reader=reader, model_kwargs=plan.model_kwargs, model_args=model_args,
@@ -200,28 +187,6 @@ def classes(config, source):
     model_section.pop("encoder", None)
     _, reader_kwargs = DatasetConfig.split_section(data_section)
     return model_class, reader_class, model_section, reader_kwargs
-
-
-# --------------------------------------------------------------------- digest
-#: The files of a ``best/`` that define its exported graph (the weights, the model's settings, its labels, the
-#: encoder's config); reader_state.json and best.json are left out: they change the host's decoding, not the graph.
-GRAPH_FILES = (MODEL_FILE, CONFIG_FILE, MODEL_ARGS_FILE, LABELS_FILE)
-
-
-def digest(folder):
-    """The sha256 of what defines the graph of the ``best/`` ``folder`` (:data:`GRAPH_FILES` and every file of
-    ``encoder/``), from the files' contents and names alone: the same for a copy with other timestamps, another
-    for any other model. An export records it (:mod:`appzoo.inference.export`), to tell whether it is of this model."""
-    total = hashlib.sha256()
-    encoder = os.path.join(folder, ENCODER_DIR)
-    names = list(GRAPH_FILES)
-    for base, dirs, files in os.walk(encoder):
-        dirs.sort()
-        names += sorted(os.path.relpath(os.path.join(base, name), folder) for name in files)
-    for name in names:
-        path = os.path.join(folder, name)
-        total.update(f"{name}\0{file_sha256(path) if os.path.isfile(path) else '-'}\n".encode())
-    return total.hexdigest()
 
 
 # ---------------------------------------------------------------------- check

@@ -10,7 +10,7 @@ import dataclasses
 import json
 
 from appzoo.params.keys import with_defaults
-from appzoo.encoders import EncoderSpec
+from appzoo.encoders.spec import EncoderSpec
 from appzoo.params.distill import DistillConfig
 from appzoo.registry import LOSSES
 

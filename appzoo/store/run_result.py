@@ -9,6 +9,7 @@ order of :data:`KEYS` (the order a run has always written them), and keeps keys 
 import dataclasses
 import os
 
+from appzoo.params.trainer import Do
 from appzoo.utils import files
 
 #: attribute -> key of metrics.json, in the order a run writes them
@@ -83,9 +84,9 @@ class RunResult:
 
     def complete(self, do):
         """Whether the file holds everything a run of the modes ``do`` writes (a finished run)."""
-        if self.wall_time_s is None or ("train" in do and self.train is None):
+        if self.wall_time_s is None or (Do(do).trains and self.train is None):
             return False
-        return "eval" not in do or bool(self.splits())
+        return not Do(do).evaluates or bool(self.splits())
 
     def aside(self, label, engine):
         """Move this run's dev, test and wall time into ``evals[label]``, with the ``engine`` they came from:

@@ -9,7 +9,7 @@ from typing import List, Optional
 from appzoo.errors import ConfigError, UserError
 from appzoo.experiments import jobs
 from appzoo.experiments.backends import LOCAL
-from appzoo.experiments.jobs import DIVERGED_FILE, Job
+from appzoo.experiments.jobs import Job
 from appzoo.experiments.variants import check_trains, fresh, plan_variant, variant
 from appzoo.store.archive import RunFolder
 from appzoo.store.resolve import changed_keys
@@ -100,7 +100,7 @@ ENDED = ("done", "diverged")
 
 def run_state(folder, do):
     """What a run folder holds: "done" (a complete metrics.json), "diverged"
-    (:data:`DIVERGED_FILE`), "resume" (a checkpoint), "redo" (a saved model but
+    (:attr:`RunFolder.diverged`), "resume" (a checkpoint), "redo" (a saved model but
     none of these) or "new"."""
     path = RunFolder(folder).metrics
     if os.path.exists(path):
@@ -110,7 +110,7 @@ def run_state(folder, do):
             metrics = {}
         if complete(metrics, do):
             return "done"
-    if os.path.exists(os.path.join(folder, DIVERGED_FILE)):
+    if os.path.exists(RunFolder(folder).diverged):
         return "diverged"
     run = RunFolder(folder)
     if run.latest_checkpoint():
@@ -196,8 +196,8 @@ def run_one(sweep, r):
     if outcome.state == jobs.FAILED:  # the data or the disk: every other run would meet it too
         raise outcome.error
     if outcome.state == jobs.DIVERGED:
-        note(f"sweep: {r.setting.name} seed {r.seed} diverged ({outcome.error}); recorded in its "
-             f"{DIVERGED_FILE}, and the sweep goes on")
+        note(f"sweep: {r.setting.name} seed {r.seed} diverged ({outcome.error}); recorded in "
+             f"{RunFolder(r.folder).diverged}, and the sweep goes on")
     return None
 
 

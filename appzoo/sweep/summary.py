@@ -7,7 +7,6 @@ import statistics
 
 from appzoo.store.run_result import RunResult
 from appzoo.store.archive import RunFolder
-from appzoo.experiments.jobs import DIVERGED_FILE
 from appzoo.utils import files
 from appzoo.utils.markdown import literal
 from appzoo.env import available_cores, cpu_model
@@ -170,7 +169,7 @@ def summarise(sweep):
                 finished[r.folder] = metrics
     diverged = {}
     for r in sweep.runs:
-        path = os.path.join(r.folder, DIVERGED_FILE)
+        path = RunFolder(r.folder).diverged
         if r.folder not in finished and os.path.exists(path):
             diverged[r.folder] = files.read_json(path, "divergence record of a sweep run")
     keys = _key_metrics(sweep, list(finished.values()))

@@ -1,5 +1,4 @@
 """The contract of a task model (:class:`TaskModel`) and the pieces every task's model shares: the encoder call and pooling."""
-import inspect
 from typing import Annotated, Literal, Optional
 
 import numpy as np
@@ -69,21 +68,6 @@ class TaskModel(paddle.nn.Layer):
         """``[B, H]``: one vector per text of ``input_ids`` (``[B, T]``, each text alone, padded), for a model
         whose :attr:`EMBEDDING` says what it is."""
         raise NotImplementedError(f"{type(self).__name__} embeds no text on its own (EMBEDDING is None)")
-
-
-def forward_inputs(model, labels=True):
-    """``inputs(batch) -> dict``: the batch keys ``model.forward`` takes (all of them for a ``forward(**kwargs)``),
-    as HF's Trainer hands a model only those: a reader's batch may carry more, for the model's ``decode``.
-    Without ``labels``, the labels stay out too (a prediction: the exported graphs take none, so no engine
-    computes a loss). The one filter of the trainer and the dygraph engine."""
-    params = inspect.signature(model.forward).parameters.values()
-    takes_all = any(p.kind == p.VAR_KEYWORD for p in params)
-    names = {p.name for p in params}
-
-    def inputs(batch):
-        return {k: v for k, v in batch.items() if (takes_all or k in names) and (labels or k != "labels")}
-
-    return inputs
 
 
 def encode(encoder, input_ids, token_type_ids=None):

@@ -50,7 +50,7 @@ def run_modes(plan, prepared, folder, resume_from, started, callbacks=()):
         return result.to_json()
     result.skipped_lines = {path: n for path, n in ctx.trained.reader.skipped.items() if n} or None
     # the whole run's time: a resumed run counts the processes before it (up to its checkpoint)
-    result.wall_time_s = round(trainer.wall_time() if "train" in plan.do else time.time() - started, 1)
+    result.wall_time_s = round(trainer.wall_time() if plan.do.trains else time.time() - started, 1)
     _write_metrics_and_report(ctx)
     return result.to_json()
 
@@ -78,10 +78,10 @@ def _write_metrics_and_report(ctx):
     history = ctx.trainer.history
     result = dataclasses.replace(ctx.result)  # run() returns this run's own numbers, whichever key they are saved under
     aside = ctx.aside()
-    if "eval" in plan.do and not aside and result.splits():
+    if plan.do.evaluates and not aside and result.splits():
         result.evaluated_with = ctx.inference()[1]
-    if "train" not in plan.do:
-        if "eval" not in plan.do:
+    if not plan.do.trains:
+        if not plan.do.evaluates:
             return
         saved = run_result.read(folder.metrics)
         if aside:

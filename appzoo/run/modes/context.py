@@ -2,12 +2,13 @@
 trainer, the metrics so far, and the model eval and predict run on."""
 import dataclasses
 
+from appzoo.params.inference import CAPABILITIES, DYGRAPH, InferenceSpec
 from appzoo.store import run_result
 from appzoo.store.run_result import RunResult
 from appzoo.utils.progress import note
 
 #: What the metrics of a metrics.json that does not say (one written before they were labelled) came from.
-OWN_ENGINE = {"engine": "dygraph", "precision": "fp32"}
+OWN_ENGINE = InferenceSpec(DYGRAPH).evaluated_with()
 
 
 @dataclasses.dataclass
@@ -50,13 +51,13 @@ class RunContext:
         Decided once, from metrics.json as the run found it."""
         if self._aside is None:
             plan = self.plan
-            self._aside = ("eval" in plan.do and "train" not in plan.do
+            self._aside = (plan.do.evaluates_a_trained_run
                            and not is_the_runs_own(self.folder, self.inference()[1]))
         return self._aside
 
     def source(self):
         """The best/ folder the run's model is (this run's, once trained; else the one it was loaded from)."""
-        return self.folder.best if "train" in self.plan.do else self.plan.init_from
+        return self.folder.best if self.plan.do.trains else self.plan.init_from
 
 
 def _predictor_for(ctx):
@@ -64,7 +65,7 @@ def _predictor_for(ctx):
     (:func:`appzoo.inference.export.current`: best/'s contents, not its timestamps)."""
     plan = ctx.plan
     cfg = plan.trainer
-    if cfg.inference_engine == "dygraph" or not {"eval", "predict"} & set(plan.do):
+    if not CAPABILITIES[cfg.inference.engine].graph or not plan.do.reads_a_model:
         return None
     if ctx.trainer.world_size > 1:
         note(f"note: trainer.inference_engine: {cfg.inference_engine!r} is single-process; this data-parallel "
