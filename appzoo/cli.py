@@ -56,12 +56,15 @@ def parse_args(argv):
                         help="--backend ray: CPUs (and paddle threads) of each trial or run (default 1)")
     parser.add_argument("--gpus-per-trial", type=float, metavar="N",
                         help="--backend ray: GPUs of each trial or run (default 0)")
+    parser.add_argument("--resave", metavar="BEST",
+                        help="write the weights of a best/ saved before appzoo wrote safetensors (a pickle, so only "
+                             "a folder you trust) as model.safetensors, and remove the pickle")
     parser.add_argument("--describe", metavar="TARGET",
                         help="print the keys of trainer, dataset_reader, encoder, serve, search, model.NAME, reader.NAME or "
                              "loss.NAME: type, default, range and help (all: docs/params.md, as markdown)")
     args = parser.parse_args(argv)
-    if not args.list and not args.describe and not args.param_path:
-        parser.error("--param_path is required (or --list, --describe)")
+    if not args.list and not args.describe and not args.resave and not args.param_path:
+        parser.error("--param_path is required (or --list, --describe, --resave)")
     return args
 
 
@@ -105,7 +108,7 @@ def main(argv=None):
         configure_cpu()  # process-wide CPU defaults: set here, by the command line, before paddle loads
         _import_libraries()
         call = Call(args, argv)
-        if not (args.list or args.describe):
+        if not (args.list or args.describe or args.resave):
             from appzoo.params.param_file import apply_overrides, load_param_file  # after configure_cpu, as all
 
             config = load_param_file(args.param_path)
@@ -113,7 +116,7 @@ def main(argv=None):
             call = Call(args, argv, config, parse_do(args.do))
         return chosen(call).run(call)
     except UserError as e:
-        print(error_line(e, args.param_path), file=sys.stderr)
+        print(error_line(e, args.param_path, args.set), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:  # before the run's own handlers were installed
         print("error: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
@@ -156,6 +159,13 @@ def _describe(call):
     from appzoo.run.describe import describe, markdown  # after configure_cpu (see the imports)
 
     print(markdown() if call.args.describe == "all" else describe(call.args.describe), end="")
+    return 0
+
+
+def _resave(call):
+    from appzoo.store.bundle import resave  # after configure_cpu (see the imports)
+
+    print(f"wrote {resave(call.args.resave)}; the pickle is removed")
     return 0
 
 
@@ -229,6 +239,7 @@ def _no_search_flags(args):
 COMMANDS = (
     Command("list", lambda call: call.args.list, _list),
     Command("describe", lambda call: bool(call.args.describe), _describe),
+    Command("resave", lambda call: bool(call.args.resave), _resave),
     Command("serve", lambda call: call.do == ["serve"], _serve),
     Command("reproduce", lambda call: call.do == ["reproduce"], _reproduce),
     Command("search", lambda call: call.args.search is not None, _search),
@@ -294,12 +305,23 @@ def parse_do(text):
     return do
 
 
-def error_line(error, param_path):
-    """The one line printed for a :class:`UserError`: ``error: ...``, a key path prefixed with its param file."""
+def error_line(error, param_path, overrides=()):
+    """The one line printed for a :class:`UserError`: ``error: ...``, a key path prefixed with where its value
+    came from: the ``--set`` that gave it (``overrides``), else the param file."""
     message = str(error)
-    if isinstance(error, ConfigError) and param_path and not message.startswith(param_path):
+    key_path = message.split(":", 1)[0].split("[", 1)[0]
+    given = [item for item in overrides if item.partition("=")[0].strip() in _enclosing(key_path)]
+    if isinstance(error, ConfigError) and given and not message.startswith("--set"):
+        message = f"--set {given[-1]}: {message}"  # the command line's value, not the file's
+    elif isinstance(error, ConfigError) and param_path and not message.startswith((param_path, "--set")):
         message = f"{param_path}: {message}"  # a key path: say which param file it is in
     return f"error: {message}"
+
+
+def _enclosing(key_path):
+    """``a.b.c`` -> ``{a.b.c, a.b, a}``: the keys a --set of which gives ``key_path`` its value."""
+    parts = key_path.split(".")
+    return {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
 
 
 def exit_with(code):

@@ -51,6 +51,14 @@ def _(ws):
     return argv(ws.write("params.json", text[: text.rstrip().rfind("}")]))
 
 
+@case("param-path-is-a-fifo", "param syntax", r"params\.json", r"not a regular file")
+def _(ws):
+    """Issue 42, item 13: a FIFO with no writer would block the read forever."""
+    path = ws.path("params.json")
+    os.mkfifo(path)
+    return argv(path)
+
+
 @case("json-empty-file", "param syntax", PARAMS)
 def _(ws):
     return argv(ws.write("params.json", ""))
@@ -238,6 +246,22 @@ simple("label-file-missing", "param keys", (r"dataset_reader\.label_file|labels_
 
 # --- --set and --do ------------------------------------------------------------
 simple("set-trainer-5", "--set", (r"\btrainer\b", r"\b5\b"), sets=["trainer=5"])
+
+
+@case("audit-folds-above-every-class", "--set", r"trainer\.audit_folds", r"largest class has \d+ training", stage=RUN)
+def _(ws):
+    """Issue 42, item 9: more folds than the largest class has examples, though not than there are examples."""
+    params = ws.params(CLS)
+    with open(ws.config(CLS)["dataset_reader"]["train"], encoding="utf-8") as f:
+        labels = [line.rstrip("\n").split("\t")[1] for line in f if line.strip()]
+    largest = max(labels.count(label) for label in set(labels))
+    assert largest + 1 <= len(labels), "the case needs more examples than its largest class holds"
+    return argv(params, "trainer.audit_labels=true", f"trainer.audit_folds={largest + 1}")
+
+
+# issue 42, item 26: a value given on the command line is blamed on the command line, not on the param file
+simple("set-a-value-out-of-range-names-the-set", "--set", (r"^error: --set trainer\.epochs=0: trainer\.epochs\b",),
+       sets=["trainer.epochs=0"])
 simple("set-model-null", "--set", (r"\bmodel\b", r"null|None"), sets=["model=null"])
 simple("set-dataset-reader-list", "--set", (r"\bdataset_reader\b", r"\[1\]"), sets=["dataset_reader=[1]"])
 simple("set-no-equals", "--set", (r"trainer\.epochs",), sets=["trainer.epochs"])
@@ -683,7 +707,15 @@ def init_from_case(id, mutate, *facts, stage=PLAN):
     case(id, "encoder folder", *facts, stage=stage)(build)
 
 
-init_from_case("init-from-corrupt-model-state", garbage("model_state.pdparams"), r"prev_best", r"model_state\.pdparams")
+init_from_case("init-from-corrupt-model-state", garbage("model.safetensors"), r"prev_best", r"model\.safetensors")
+@case("init-from-a-best-copied-with-cp-r", "encoder folder", r"trainer\.init_from", r"copied/best", r"cp -rL")
+def _(ws):
+    """Issue 42, item 25: cp -r copies best, a link to the run's hidden .best-step-N folder, as a dangling link."""
+    os.makedirs(ws.path("copied"))
+    os.symlink(os.readlink(os.path.join(ws.finished, "best")), ws.path("copied", "best"))  # what cp -r leaves
+    return argv(ws.params(CLS), f"trainer.init_from={ws.path('copied', 'best')}", do="eval")
+
+
 init_from_case("init-from-missing-encoder-vocab", remove("encoder/vocab.txt"), r"prev_best", r"vocab")
 init_from_case("init-from-labels-not-json", garbage("labels.json", b"[not json"), r"labels\.json", stage=READ)
 init_from_case("init-from-missing-reader-state", remove("reader_state.json"), r"reader_state\.json")
@@ -778,6 +810,27 @@ def _(ws):
     ws.write("mine/config.json", '{"learning_rate": 0.1}\n')
     ws.write("mine/notes.txt", "keep me\n")
     return argv(ws.params(CLS), f"trainer.output_dir={ws.path('mine')}")
+
+
+@case("output-dir-holds-a-users-param-file-report-and-card", "output folder", r"trainer\.output_dir", r"/mine\b",
+      r"config\.json", r"report\.md", r"MODEL_CARD\.md", r"overwrite_output_dir")
+def _(ws):
+    """Issue 42, item 3: a config.json with the three sections is what every param file is, not a run's mark."""
+    ws.write("mine/config.json", json.dumps(ws.config(CLS), indent=2))
+    ws.write("mine/report.md", "# my own report\n")
+    ws.write("mine/MODEL_CARD.md", "# my own card\n")
+    ws.prior = ws.path("mine")  # checked as a finished run is: no file changed, none added
+    return argv(ws.params(CLS), f"trainer.output_dir={ws.path('mine')}")
+
+
+@case("audit-into-a-users-own-audit-files", "output folder", r"trainer\.output_dir", r"/mine\b", r"audit\.md",
+      r"audit\.json")
+def _(ws):
+    """Issue 42, item 4: --do audit (or trainer.audit) does not write over a user's own audit.md and audit.json."""
+    ws.write("mine/audit.md", "# my own audit\n")
+    ws.write("mine/audit.json", '{"mine": true}\n')
+    ws.prior = ws.path("mine")
+    return argv(ws.params(CLS), f"trainer.output_dir={ws.path('mine')}", do="audit")
 
 
 @case("output-dir-finished-run-bad-dev-label-with-overwrite", "output folder", r"dev\.tsv:5\b", r"\bsport\b",

@@ -386,7 +386,7 @@ def plan_in_process(case, ws):
             prepare(plan, *needed)  # dropped at once: its temporary vocabulary folder goes with it
         outcome.rc, outcome.stage = 0, None
     except UserError as e:
-        outcome.rc, stderr = e.exit_code, run_trainer.error_line(e, options.param_path)
+        outcome.rc, stderr = e.exit_code, run_trainer.error_line(e, options.param_path, options.set)
     except Exception:  # noqa: B902  (the point is to see what escapes)
         outcome.exception = traceback.format_exc()
     watch(outcome)

@@ -50,14 +50,15 @@ def live_server(specs, *, load=True, api_keys=(), **settings):
     import uvicorn
 
     from appzoo.serve.app import create_app
-    from appzoo.serve.auth import digest
+    from appzoo.serve.auth import allowed_hosts, digest
     from appzoo.params.serve import ServeConfig
     from appzoo.serve.server import listen, uvicorn_config
 
     config = ServeConfig(**{"port": 0, "engine": "dygraph", **settings})
     sock = listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    app = create_app(specs, config, threads=1, load=load, api_keys=tuple(digest(k) for k in api_keys))
+    app = create_app(specs, config, threads=1, load=load, api_keys=tuple(digest(k) for k in api_keys),
+                     allowed_hosts=allowed_hosts(config))
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

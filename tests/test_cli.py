@@ -10,7 +10,8 @@ PARAMS = "examples/cls_ernie_fc_ch.json"
 
 
 def test_the_commands_are_one_table_and_a_run_is_the_last():
-    assert [c.name for c in cli.COMMANDS] == ["list", "describe", "serve", "reproduce", "search", "sweep", "run"]
+    assert [c.name for c in cli.COMMANDS] == ["list", "describe", "resave", "serve", "reproduce", "search", "sweep",
+                                                  "run"]
     args = cli.parse_args(["--param_path", PARAMS])
     assert cli.chosen(cli.Call(args, [])).name == "run"
     assert cli.chosen(cli.Call(cli.parse_args(["--param_path", PARAMS, "--sweep", "a=1,2"]), [])).name == "sweep"

@@ -16,7 +16,7 @@ import paddle
 import pytest
 
 from appzoo.store.archive import LOCK_INFO, RunFolder
-from appzoo.store.bundle import MARKER, MODEL_FILE
+from appzoo.store.bundle_files import MARKER, PICKLED_MODEL_FILE
 from conftest import LAUNCH_ENV, LAUNCH_SETTINGS, check_launch, read_json, read_jsonl
 from test_deploy import PARAM, SBATCH, fake_bin, paddlejob_container, paddlejob_pod
 
@@ -96,7 +96,7 @@ def _assert_same_run(out, reference):
     assert record(out) == record(reference)
     last = [RunFolder(str(folder)).latest_checkpoint() for folder in (out, reference)]
     assert [os.path.basename(folder) for folder in last] == ["step-4", "step-4"]
-    weights, expected = (paddle.load(os.path.join(folder, MODEL_FILE)) for folder in last)
+    weights, expected = (paddle.load(os.path.join(folder, PICKLED_MODEL_FILE)) for folder in last)
     assert sorted(weights) == sorted(expected)
     for name, value in expected.items():
         np.testing.assert_array_equal(weights[name].numpy(), value.numpy(), err_msg=name)

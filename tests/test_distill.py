@@ -13,6 +13,7 @@ import pytest
 import run_trainer
 from conftest import crash_after_step, read_json
 from appzoo.errors import ConfigError
+from appzoo.utils.files import load_tensors
 from appzoo.utils.markdown import literal
 
 CLS = "examples/cls_ernie_fc_ch.json"
@@ -114,9 +115,7 @@ def _student(param_path, out, teacher, *more):
 
 
 def _weights(out):
-    import paddle
-
-    state = paddle.load(os.path.join(out, "best", "model_state.pdparams"))
+    state = load_tensors(os.path.join(out, "best", "model.safetensors"))
     return {k: np.asarray(v) for k, v in state.items()}
 
 

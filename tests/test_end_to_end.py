@@ -6,6 +6,7 @@ import numpy as np
 import paddle
 import pytest
 
+from appzoo.utils.files import load_tensors
 from conftest import cli, crash_after_step, read_jsonl
 
 pytestmark = pytest.mark.slow  # every test trains
@@ -97,7 +98,7 @@ def test_export_runs_in_paddle_inference(trained):
 
     encoder, _ = load_encoder(os.path.join(trained, "best", "encoder"))
     model = ErnieFcClassification(encoder, num_labels=4)
-    model.set_state_dict(paddle.load(os.path.join(trained, "best", "model_state.pdparams")))
+    model.set_state_dict(load_tensors(os.path.join(trained, "best", "model.safetensors")))
     model.eval()
     eager = model(paddle.to_tensor(ids), paddle.to_tensor(types))["logits"].numpy()
     np.testing.assert_allclose(static_logits, eager, rtol=1e-4, atol=1e-5)

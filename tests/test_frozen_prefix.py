@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 
+from appzoo.utils.files import load_tensors
 from conftest import cli, read_json, xlmr_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,9 +38,7 @@ def param_file(tmp_path, folder, name="params.json", model=None, trainer=None, *
 
 
 def weights(run):
-    import paddle
-
-    return {k: np.asarray(v) for k, v in paddle.load(os.path.join(run, "best", "model_state.pdparams")).items()}
+    return load_tensors(os.path.join(run, "best", "model.safetensors"))
 
 
 def chunks(tmp_path):

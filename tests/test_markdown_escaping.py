@@ -241,6 +241,7 @@ def test_the_model_card_shows_data_as_text_and_its_front_matter_reads_back():
     _, front, body = text.split("---\n", 2)
     assert yaml.safe_load(front)["datasets"] == [f"{IMG}.tsv"] and yaml.safe_load(front)["model-index"][0]["name"] \
         == SCRIPT
+    assert not set("<>&") & set(front), front  # no markup for a renderer that allows HTML (issue 42, SEC2)
     assert "<" not in body.replace("`predictions/<split>.jsonl`", "")
     assert_shows_no_html(body)
     for table in tables(body):

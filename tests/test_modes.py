@@ -8,7 +8,7 @@ from appzoo.run.modes import BY_NAME, MODES, WRITES_AFTER, needed_splits
 from appzoo.store.run_files import BY_KEY, RUN_FILES
 
 #: written by commands other than a run's modes (--do reproduce; a sweep's or search's job)
-ELSEWHERE = {"reproductions", "reproduction", "diverged"}
+ELSEWHERE = {"reproductions", "reproduction", "diverged", "run_marker"}  # the mark: when a run takes the folder
 
 
 def test_the_modes_run_in_the_documented_order_and_each_is_named_once():

@@ -287,8 +287,8 @@ def test_the_engine_table_is_the_engines_a_param_file_may_name():
 
 
 def test_an_engine_is_one_row_of_the_table_and_its_name(trained, monkeypatch):
-    """The newcomer's map (docs/architecture.md): a new engine is a class in engines.BY_NAME and its name in
-    params/inference.py's ENGINES; the Predictor then runs on it, as a param file names it."""
+    """The newcomer's map (docs/architecture.md): a new engine is a class in engines.BY_NAME and its row of
+    params/inference.py's CAPABILITIES; the Predictor then runs on it, as a param file names it."""
     from appzoo.inference import engines
     from appzoo.params import inference
 
@@ -300,7 +300,7 @@ def test_an_engine_is_one_row_of_the_table_and_its_name(trained, monkeypatch):
             return super().__call__(batch, tensors)
 
     monkeypatch.setitem(engines.BY_NAME, "counting", Counting)
-    monkeypatch.setattr(inference, "ENGINES", (*inference.ENGINES, "counting"))
+    monkeypatch.setitem(inference.CAPABILITIES, "counting", inference.Capabilities("the Paddle model, counted"))
     best, test, expected = trained[TESTED[0]]
     predictor = Predictor(best, engine="counting")
     assert rows(predictor, test) == expected and sum(calls) == len(expected)

@@ -206,7 +206,7 @@ def test_a_best_replaced_by_an_older_copy_of_another_model_is_exported_again(run
     with the new model, as dygraph does; so must ``--do predict`` on a graph engine."""
     import shutil
 
-    from appzoo.utils.files import load_weights, save_weights
+    from appzoo.utils.files import load_tensors, save_tensors
 
     out = tmp_path / "run"
     shutil.copytree(runs["classification"], out, symlinks=True)
@@ -220,10 +220,10 @@ def test_a_best_replaced_by_an_older_copy_of_another_model_is_exported_again(run
 
     other = tmp_path / "other"  # another model: the classifier's weights negated
     shutil.copytree(best, other, copy_function=shutil.copy2)
-    weights = load_weights(str(other / "model_state.pdparams"))
+    weights = load_tensors(str(other / "model.safetensors"))
     last = [k for k, v in weights.items() if len(v.shape) == 2][-1]
     weights[last] = -weights[last]
-    save_weights(weights, str(other / "model_state.pdparams"))
+    save_tensors(weights, str(other / "model.safetensors"))
     _older_than(other, min(os.path.getmtime(inference / name) for name in exported))
     shutil.copytree(other, best, copy_function=shutil.copy2, dirs_exist_ok=True)  # cp -a other/. run/best/
     newest = max(os.path.getmtime(os.path.join(base, n)) for base, _, names in os.walk(os.path.realpath(best))

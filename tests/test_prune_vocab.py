@@ -218,3 +218,15 @@ def test_a_pruned_matching_run_keeps_the_pieces_of_its_floors_prefix(folder, tmp
     prefix = set(encode_texts(tokenizer, ["query: "])["input_ids"][0])
     kept = set(read_json(os.path.join(out, "best", "encoder", "pruned_vocab.json"))["kept_ids"])
     assert prefix <= kept and "floor" in read_json(os.path.join(out, "metrics.json"))
+
+
+def test_a_keep_pieces_file_with_a_utf8_bom_reads_as_one_without(tmp_path):
+    """Issue 42, item 19: Notepad's UTF-8 starts with a BOM; it is no piece."""
+    from appzoo.encoders.prune import read_keep_pieces
+
+    class Tokenizer:
+        piece_id = staticmethod({"鱻": 7, "\u2581鱻": 8}.get)
+
+    path = tmp_path / "keep.txt"
+    path.write_bytes("\ufeff鱻\n\u2581鱻\n".encode("utf-8"))
+    assert read_keep_pieces(str(path), Tokenizer()) == [7, 8]

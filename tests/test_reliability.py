@@ -135,7 +135,7 @@ def test_a_kill_at_any_save_point_resumes_to_the_same_result(param_file, straigh
     assert in_child(param_file, out, fault=f"{point}:{hit}") == -signal.SIGKILL
     if os.path.lexists(os.path.join(out, "best")):  # never a half-written best/
         bundle.check(os.path.join(out, "best"))
-        files.load_weights(os.path.join(out, "best", bundle.MODEL_FILE))
+        files.load_tensors(os.path.join(out, "best", bundle.MODEL_FILE))
     resume = "true" if archive.RunFolder(out).latest_checkpoint() else "false"
     assert in_child(param_file, out, "--set", f"trainer.resume={resume}",
                     "--set", "trainer.overwrite_output_dir=true") == 0
@@ -219,7 +219,7 @@ def test_a_second_run_into_a_locked_folder_exits_2(param_file, tmp_path, capsys)
         assert cli(param_file, out) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"is in use by another run (pid {holder.pid} on" in err[0]
-        assert os.listdir(out) == [".lock"]  # nothing of the refused run
+        assert sorted(os.listdir(out)) == [".appzoo-run", ".lock"]  # the holder's lock and mark; nothing of ours
     finally:
         holder.kill()
         holder.wait()

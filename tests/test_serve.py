@@ -164,14 +164,14 @@ def test_startup_errors_are_one_line_and_exit_2(served_runs, tmp_path, capsys, m
 
     broken = tmp_path / "broken" / "best"
     shutil.copytree(best, broken)
-    with open(broken / "model_state.pdparams", "r+b") as f:
+    with open(broken / "model.safetensors", "r+b") as f:
         f.truncate(100)
     assert serve_main(str(broken), "--threads", "1", "--engine", "dygraph") == 2
     err = capsys.readouterr().err
-    assert "model_state.pdparams" in err and "truncated or corrupt" in err and err.count("\n") == 1, err
+    assert "model.safetensors" in err and "truncated or corrupt" in err and err.count("\n") == 1, err
 
-    with open(broken / "model_state.pdparams", "wb") as f:  # sound weights, a corrupt labels.json: found while
-        f.write(open(os.path.join(best, "model_state.pdparams"), "rb").read())  # loading, after the port opened
+    with open(broken / "model.safetensors", "wb") as f:  # sound weights, a corrupt labels.json: found while
+        f.write(open(os.path.join(best, "model.safetensors"), "rb").read())  # loading, after the port opened
     (broken / "labels.json").write_text("{broken", encoding="utf-8")
     assert serve_main(str(broken), "--threads", "1", "--engine", "dygraph", "--port", "0") == 2
     err = capsys.readouterr().err.splitlines()

@@ -92,7 +92,8 @@ def test_a_reload_under_load_to_another_model_fails_no_request_and_answers_from_
     old_best, new_best = (os.path.join(served_runs[task], "best") for task in ("cls", "multilabel"))
     new_rows = read_jsonl(os.path.join(served_runs["multilabel"], "predictions.jsonl"))[:4]
     texts = raw_inputs(new_rows)
-    with live_server({"cls": old_best}, max_wait_ms=2) as (base, app):
+    root = os.path.dirname(served_runs["cls"])  # both runs are under it: serve.reload_root names it
+    with live_server({"cls": old_best}, max_wait_ms=2, reload_root=root) as (base, app):
         old = app.state.models.loaded["cls"]
         answers, reloaded, stop = [], threading.Event(), threading.Event()
 
@@ -131,13 +132,20 @@ def test_a_reload_under_load_to_another_model_fails_no_request_and_answers_from_
 def test_a_best_that_fails_to_load_leaves_the_old_model_serving_with_one_line(served_runs, tmp_path, capsys):
     best = os.path.join(served_runs["cls"], "best")
     rows = read_jsonl(os.path.join(served_runs["cls"], "predictions.jsonl"))[:3]
-    missing = str(tmp_path / "nope" / "best")
+    missing = os.path.join(served_runs["cls"], "nope", "best")  # under the model's run folder: looked at
     with live_server({"cls": best}) as (base, app):
         status, _, answer = request(base, "POST", "/v2/repository/models/cls/load", {"parameters": {"best": missing}})
-        assert (status, answer) == (422, {"error": f"model 'cls' was not reloaded: parameters.best: {missing!r} does "
-                                                   f"not exist; the old model serves on"})
+        assert (status, answer) == (422, {"error": "model 'cls' was not reloaded: parameters.best: 'cls/nope/best' "
+                                                   "does not exist; the old model serves on"})
         logged = capsys.readouterr().err
         assert f"error: model 'cls' was not reloaded: parameters.best: {missing!r} does not exist" in logged
+        outside = []  # outside it: one answer whatever is there, so nothing is learnt of the machine's files
+        for path in (str(tmp_path / "nope" / "best"), "/etc/shadow", "/etc", os.path.join(best, "..", "..")):
+            status, _, answer = request(base, "POST", "/v2/repository/models/cls/load", {"parameters": {"best": path}})
+            outside.append((status, answer["error"]))
+        assert set(outside) == {(403, "model 'cls' was not reloaded: parameters.best: a reload loads only a best/ "
+                                      "under the folder named when the server started (serve.reload_root; by default "
+                                      "the run folder of the model's best/); the old model serves on")}
         status, _, answer = request(base, "POST", "/v2/repository/models/cls/load", {"parameters": {"path": missing}})
         assert (status, answer) == (422, {"error": "parameters: unknown field 'path' (accepted: best)"})
         status, _, answer = request(base, "POST", "/v2/repository/models/nope/load")
@@ -145,11 +153,17 @@ def test_a_best_that_fails_to_load_leaves_the_old_model_serving_with_one_line(se
         status, _, answer = request(base, "POST", "/predict", {"inputs": raw_inputs(rows)})
         assert status == 200
         assert_same_rows(answer["predictions"], rows)
-        status, _, answer = request(base, "POST", "/v2/repository/models/cls/load")  # no body: the same folder again
+        status, _, answer = request(base, "POST", "/v2/repository/models/cls/load")  # no body: a page could send it
+        assert (status, answer) == (415, {"error": "a reload takes a JSON body (Content-Type: application/json); {} "
+                                                   "loads the model's own folder again"})
+        status, _, answer = request(base, "POST", "/v2/repository/models/cls/load", b"",
+                                    {"Content-Type": "text/plain"})  # a CORS "simple request": no preflight
+        assert status == 415
+        status, _, answer = request(base, "POST", "/v2/repository/models/cls/load", {})  # the same folder again
         assert status == 200 and answer["loaded"] is True
         assert request(base, "GET", "/v2")[2]["extensions"] == ["model_repository"]
-        # the malformed body was refused before any reload began
-        assert metric(base, 'appzoo_reloads_total{model="cls",outcome="failed"}') == 1
+        # the malformed and the refused bodies were refused before any reload began
+        assert metric(base, 'appzoo_reloads_total{model="cls",outcome="failed"}') == 5
         assert metric(base, 'appzoo_reloads_total{model="cls",outcome="ok"}') == 1
 
 

@@ -32,7 +32,7 @@ def read_keep_pieces(path, tokenizer):
     A line that is no piece is a ConfigError naming the key and ``file:line``."""
     ids = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a BOM (Notepad's UTF-8) is no piece
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{KEEP}: {path}: cannot be read ({getattr(e, 'strerror', None) or e}); expected "

@@ -106,15 +106,17 @@ class Predictor:
     """
 
     def __init__(self, best, engine=None, *, batch_size=64, inference_dir=None, mkldnn=True, progress_bar=False,
-                 spec=None, trained=None, **keys):
+                 spec=None, trained=None, allow_pickle=True, **keys):
         """``best``: a ``best/`` folder; ``trained``: the :class:`~appzoo.store.bundle.Bundle` loaded from it
         when the caller holds it already (a run's eval and predict), else it is loaded here. ``spec``: an
         :class:`~appzoo.params.inference.InferenceSpec` checked by the section that built it (the runner's and
         the server's); else the spec of ``engine`` and ``keys`` (:data:`KEYWORDS`), checked here.
         ``inference_dir``: where the graph engines' export lives (None: the ``inference/`` of ``best``'s run
-        folder), exported first unless it is of this very model."""
+        folder), exported first unless it is of this very model. ``allow_pickle``: load the weights of a
+        ``best/`` saved before safetensors (a pickle; with a note on how to re-save them), or refuse them (the
+        server): :func:`appzoo.store.bundle.weights`."""
         spec = _spec(spec, engine, keys)
-        self.bundle = bundle.load(best, "Predictor") if trained is None else trained
+        self.bundle = bundle.load(best, "Predictor", allow_pickle=allow_pickle) if trained is None else trained
         self.spec, self.batch_size, self.progress_bar = self._measurable(spec), batch_size, progress_bar
         spec = self.spec
         if CAPABILITIES[spec.engine].graph:  # the graph it runs is exported first, unless it is of this model

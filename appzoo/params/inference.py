@@ -178,9 +178,9 @@ def embed_spec(keys):
 
 def check_engine(engine, key_path="trainer.inference_engine"):
     """ConfigError for an unknown engine, or for one whose package is not installed."""
-    if engine not in ENGINES:
-        raise ConfigError(f"{key_path}: {engine!r} is not an inference engine{did_you_mean(engine, ENGINES)} "
-                          f"(accepted: {', '.join(ENGINES)})")
+    if engine not in CAPABILITIES:
+        raise ConfigError(f"{key_path}: {engine!r} is not an inference engine{did_you_mean(engine, CAPABILITIES)} "
+                          f"(accepted: {', '.join(CAPABILITIES)})")
     for package in getattr(CAPABILITIES.get(engine), "packages", ()):
         if importlib.util.find_spec(package) is None:
             raise ConfigError(f"{key_path}: {engine!r} needs the {package} package, which is not "

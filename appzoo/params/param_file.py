@@ -19,6 +19,8 @@ def load_param_file(path):
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".json", ".yaml", ".yml"):
         raise ConfigError(f"{path}: a param file must end in .json, .yaml or .yml")
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the read forever, a device too
+        raise ConfigError(f"{path}: not a regular file (a pipe, socket or device); give a param file")
     text = _read_text(path)
     if not text.strip():
         raise ConfigError(f"{path}: the param file is empty (expected an object with sections "

@@ -1,6 +1,6 @@
 """The ``serve`` section of a param file (and the options of ``python -m appzoo.serve``)."""
 import dataclasses
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 from appzoo.params.keys import Key, build_section, check_fields
 from appzoo.params.inference import (DEFAULT_CALIBRATION, DEFAULT_SENSITIVITY, CalibrationExamples, Engine,
@@ -74,6 +74,16 @@ class ServeConfig:
     max_header_bytes: Annotated[int, Key("request line and headers of one request, in bytes, at most (more: 431)",
                                          ge=1024)] = 16_384
     max_headers: Annotated[int, Key("header fields of one request at most (more: 431)", ge=1)] = 100
+    reload_root: Annotated[Optional[str], Key(
+        "the folder a hot reload (POST /v2/repository/models/NAME/load with parameters.best) may load a best/ "
+        "from, named when the server starts (null: the run folder each served best/ is in)", nonempty=True)] = None
+    allowed_hosts: Annotated[Optional[List[str]], Key(
+        "the host names a request's Host header may give (DNS rebinding: a page of another site that resolves to "
+        "this address); '*': any (null: the address of host, and localhost, 127.0.0.1 and ::1 for a loopback "
+        "host; any for 0.0.0.0 or ::, a server behind a proxy or in a container)")] = None
+    trust_pickled_weights: Annotated[bool, Key(
+        "load a best/ saved before appzoo wrote safetensors, whose weights are a pickle: unpickling runs whatever "
+        "code the file holds, so only for folders you made (else re-save them: run_trainer.py --resave BEST)")] = False
     api_key_file: Annotated[Optional[str], Key(
         "a file of API keys, one a line (# comments and blank lines skipped): every route but /v2/health/live and "
         "/v2/health/ready then needs 'Authorization: Bearer KEY' with one of them (also --api-key and the "

@@ -3,7 +3,8 @@
 The layout follows Hugging Face's model cards: YAML front matter (``license``, ``library_name``, ``tags``,
 ``datasets``, ``metrics`` and a ``model-index`` of the results), then the sections. Every name and text from
 the data or the command line goes into the Markdown through :func:`~appzoo.utils.markdown.literal` and into
-the front matter as a JSON string (JSON is YAML), so neither can be broken by what it quotes.
+the front matter as a JSON string (JSON is YAML) with ``<``, ``>`` and ``&`` as ``\\u`` escapes
+(:func:`_quoted`), so neither can be broken by what it quotes, nor carry markup to a renderer that allows HTML.
 """
 import json
 
@@ -26,6 +27,12 @@ def to_markdown(record):
     return "\n".join(lines) + "\n"
 
 
+def _quoted(value):
+    """``value`` as JSON (a YAML flow scalar or sequence), non-ASCII text kept, markup's characters escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _front_matter(record):
     licence = record["encoder"]["licence"]
     metrics = []
@@ -34,12 +41,12 @@ def _front_matter(record):
             if name in SHOWN:
                 metrics.append((split, name, value))
     lines = ["---", f"license: {'mit' if licence.startswith('MIT') else 'unknown'}", "library_name: appzoo",
-             f"tags: {json.dumps(['appzoo', record['task'], record['model']], ensure_ascii=False)}",
-             f"datasets: {json.dumps([d['path'] for d in record['data'].values()], ensure_ascii=False)}",
-             f"metrics: {json.dumps(sorted({name for _, name, _ in metrics}))}",
-             "model-index:", f"- name: {json.dumps(record['run'], ensure_ascii=False)}", "  results:",
-             f"  - task: {{type: {json.dumps(record['task'])}}}", "    metrics:"]
-    lines += [f"    - {{type: {json.dumps(name)}, name: {json.dumps(f'{split} {name}')}, value: {value!r}}}"
+             f"tags: {_quoted(['appzoo', record['task'], record['model']])}",
+             f"datasets: {_quoted([d['path'] for d in record['data'].values()])}",
+             f"metrics: {_quoted(sorted({name for _, name, _ in metrics}))}",
+             "model-index:", f"- name: {_quoted(record['run'])}", "  results:",
+             f"  - task: {{type: {_quoted(record['task'])}}}", "    metrics:"]
+    lines += [f"    - {{type: {_quoted(name)}, name: {_quoted(f'{split} {name}')}, value: {value!r}}}"
               for split, name, value in metrics]
     return lines + ["---", ""]
 

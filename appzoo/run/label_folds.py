@@ -63,16 +63,13 @@ def out_of_fold(plan, prepared, folder):
 def _refuse(plan, prepared):
     """ConfigError for what the folds cannot do; else the untrained model's :func:`_probabilities` of the first
     training example (their width is the number of labels)."""
-    examples, features, k = prepared.splits["train"], prepared.features["train"], plan.trainer.audit_folds
+    examples, features = prepared.splits["train"], prepared.features["train"]
     if paddle.distributed.get_world_size() > 1:
         raise ConfigError("trainer.audit_labels: the folds train in one process; run the audit without "
                           "paddle.distributed.launch (then train data-parallel as before)")
     if len(features) != len(examples):
         raise ConfigError(f"trainer.audit_labels: needs one input per training example, but the reader made "
                           f"{len(features)} inputs of {len(examples)} examples (inputs split into windows)")
-    if k > len(examples):
-        raise ConfigError(f"trainer.audit_folds: {k} folds of {len(examples)} training examples; at most "
-                          f"{len(examples)}")
     trainer = Trainer(prepared.bundle, plan.trainer, (plan.metric, plan.greater))
     first = _probabilities(trainer, examples[:1], features[:1])
     if first is None:
@@ -110,16 +107,32 @@ def _given(bundle, examples):
     return bundle.reader.label_probabilities(examples, fake, bundle.labels)[0]
 
 
+def check_folds(bundle, examples, k):
+    """Before the run takes its folder (:func:`appzoo.run.prepare.prepare`): ConfigError for more folds than
+    training examples, or than the largest class holds (stratified folds: scikit-learn refuses them)."""
+    if k > len(examples):
+        raise ConfigError(f"trainer.audit_folds: {k} folds of {len(examples)} training examples; at most "
+                          f"{len(examples)}")
+    largest = max(np.unique(_strata(_given(bundle, examples)), return_counts=True)[1], default=0)
+    if k > largest:
+        raise ConfigError(f"trainer.audit_folds: {k} folds, but the largest class has {largest} training examples "
+                          f"(the folds are stratified by label); at most {largest}")
+
+
+def _strata(given):
+    """What the folds are stratified by: the label, a multi-label example's rarest label (-1: none)."""
+    if given and isinstance(given[0], list):
+        counts = np.bincount([j for g in given for j in g] or [0])
+        return [min(g, key=lambda j: counts[j]) if g else -1 for g in given]
+    return list(given)
+
+
 def _stratified(given, k, seed):
     """The fold of each example: stratified by its label (a multi-label example by its rarest label), shuffled
     with ``seed``; a class with fewer examples than folds is spread as far as it goes."""
     from sklearn.model_selection import StratifiedKFold  # scikit-learn: loaded by this audit alone
 
-    if given and isinstance(given[0], list):
-        counts = np.bincount([j for g in given for j in g] or [0])
-        strata = [min(g, key=lambda j: counts[j]) if g else -1 for g in given]
-    else:
-        strata = list(given)
+    strata = _strata(given)
     assignment = np.zeros(len(given), dtype=int)
     with warnings.catch_warnings():  # "the least populated class has only n members": as the docstring says
         warnings.simplefilter("ignore", UserWarning)

@@ -118,7 +118,8 @@ def _check_run_folder(trainer, modes):
             f"{' and no checkpoint to continue it from' if trainer.resume == AUTO else ''}; choose another folder, "
             f"or set trainer.resume=true to continue it or trainer.overwrite_output_dir=true to replace it"
         )
-    foreign = modes.trains and starts_anew and not trainer.overwrite_output_dir and folder.foreign_files()
+    writes = modes.trains and starts_anew or modes.audits  # an audit writes audit.md and audit.json
+    foreign = writes and not trainer.overwrite_output_dir and folder.foreign_files()
     if foreign:
         raise ConfigError(
             f"trainer.output_dir: {trainer.output_dir!r} holds files no run wrote ({', '.join(foreign)}), which a "

@@ -7,7 +7,7 @@ import tempfile
 from appzoo.encoders import frozen_prefix
 from appzoo.inference import prediction
 from appzoo.params.dataset import SPLITS
-from appzoo.run import param_groups
+from appzoo.run import label_folds, param_groups
 from appzoo.run.teacher import Teacher
 from appzoo.store import bundle as bundles
 from appzoo.store.archive import RunFolder
@@ -57,6 +57,8 @@ def prepare(plan, needed):
         trained = bundles.build(plan, reader, splits, work_dir and work_dir.name)
         if plan.do.trains:  # a learning-rate key that names no parameter of the model: refused before any write
             param_groups.groups(trained.model, plan.trainer)
+        if plan.do.audits and plan.trainer.audit_labels:  # the folds, refused before the run takes its folder
+            label_folds.check_folds(trained, splits["train"], plan.trainer.audit_folds)
         features = {s: reader.encode(ex, trained.tokenizer, trained.labels, data.max_seq_len, s)
                     for s, ex in splits.items()}
         teacher = _teacher(plan, trained, splits)

@@ -37,9 +37,14 @@ def parse_args(argv):
     for field in dataclasses.fields(ServeConfig):
         key = key_of(hints[field.name])
         kind = typing.get_args(typing.get_args(hints[field.name])[0]) or (typing.get_args(hints[field.name])[0],)
+        if kind == (bool,):  # a switch: --trust-pickled-weights
+            parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, action="store_const",
+                                const=True, default=None, help=f"{key.help} (default: off)".replace("%", "%%"))
+            continue
+        listed = all(typing.get_origin(k) is list or k is type(None) for k in kind)  # --allowed-hosts a b
         kind = next((k for k in kind if k in (int, float, str)), str)
         parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind, default=None,
-                            metavar=field.name.upper(),  # argparse formats help with %: "25%" would break --help
+                            nargs="+" if listed else None, metavar=field.name.upper(),  # argparse formats help with %: "25%" would break --help
                             help=f"{key.help} (default: {field.default})".replace("%", "%%"))
     parser.add_argument("--api-key", dest="api_key", default=None, metavar="KEY",
                         help=f"a key every request but liveness and readiness must carry (Authorization: Bearer KEY); "

@@ -54,6 +54,7 @@ class Models:
         self.ready = threading.Event()
         self.loader = None  # the thread that loads them (create_app's lifespan)
         self.reloading = threading.Lock()  # one hot reload at a time (appzoo/serve/repository.py)
+        self.reload_roots = {name: repository.reload_root(config, best) for name, best in self.specs.items()}
 
     def build(self, name, best):
         """Model ``name`` loaded from ``best`` and warmed up, its batcher counted in the metrics."""
@@ -110,11 +111,12 @@ class Models:
             model.stop(timeout)
 
 
-def create_app(specs, config, threads, *, on_load_error=None, load=True, api_keys=()):
+def create_app(specs, config, threads, *, on_load_error=None, load=True, api_keys=(), allowed_hosts=("*",)):
     """The app serving ``specs`` (``{name: best folder}``) with the ``serve``
     settings ``config``; ``load``: start loading the models on a thread
     when the app starts (else call ``app.state.models.load()``); ``api_keys``: the
-    keys a request must carry one of (:func:`appzoo.serve.auth.load_keys`; none: no key needed)."""
+    keys a request must carry one of (:func:`appzoo.serve.auth.load_keys`; none: no key needed);
+    ``allowed_hosts``: the names a request's Host header may give (:func:`appzoo.serve.auth.allowed_hosts`)."""
     metrics = Metrics()
     models = Models(specs, config, threads, metrics)
 
@@ -130,12 +132,13 @@ def create_app(specs, config, threads, *, on_load_error=None, load=True, api_key
     app.state.models, app.state.metrics = models, metrics
     app.add_middleware(auth.RequireKey, keys=api_keys, metrics=metrics)  # inside _Observe, which counts its 401s
     app.add_middleware(_Observe, metrics=metrics)
+    app.add_middleware(auth.AllowedHosts, hosts=allowed_hosts)  # outermost: a misdirected request goes no further
     _answer_errors_in_one_line(app, models)
     _page_routes(app, models)
     _v2_routes(app, models, config)
     _plain_routes(app, models, config, metrics)
     _openai_routes(app, models, config)
-    _repository_routes(app, models, config)
+    _repository_routes(app, models, config, keys=bool(api_keys))
     return app
 
 
@@ -270,12 +273,16 @@ def _openai_routes(app, models, config):
         return JSONResponse(answer)  # not FastAPI's encoder, which would walk every float of every vector
 
 
-def _repository_routes(app, models, config):
+def _repository_routes(app, models, config, keys):
     """KServe's model repository extension: load a model's ``best/`` again, or another one, in place of the
-    one served (appzoo/serve/repository.py)."""
+    one served (appzoo/serve/repository.py). It changes what the server runs, so it takes a JSON body only (a
+    page of another site cannot send one without the browser asking first) and, on a server without API keys,
+    a request from this machine only."""
     @app.post("/v2/repository/models/{name}/load")
     async def load(name: str, request: Request):
         models.check_name(name)
+        repository.check_caller(request.headers.get("content-type", ""), request.client and request.client.host,
+                                keys)
         empty = request.headers.get("content-length", "0") == "0" and "transfer-encoding" not in request.headers
         body = {} if empty else await _read_json(request, config.max_body_bytes)
         best = repository.requested_best(body)

@@ -119,3 +119,45 @@ class RequireKey:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", challenge)]})
         await send({"type": "http.response.body", "body": body})
+
+
+def allowed_hosts(config):
+    """The names a request's Host header may give (``serve.allowed_hosts``, else from ``serve.host``): the bound
+    address, with localhost, 127.0.0.1 and ::1 when it is a loopback one; any (``*``) for 0.0.0.0 or ::, where
+    the names the server is reached by are a proxy's or a container's."""
+    if config.allowed_hosts is not None:
+        return tuple(config.allowed_hosts)
+    host = config.host.strip("[]").lower()
+    if host in ("0.0.0.0", "::", ""):
+        return ("*",)
+    loopback = ("localhost", "127.0.0.1", "::1")
+    return tuple(dict.fromkeys((host, *loopback))) if host in loopback or host.startswith("127.") else (host,)
+
+
+def host_name(header):
+    """The name of a Host header: ``example.org:8000`` -> ``example.org``, ``[::1]:8000`` -> ``::1``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class AllowedHosts:
+    """ASGI middleware: a request whose Host header names none of ``hosts`` (``*``: any) is answered 421 in one
+    line (DNS rebinding: a page of another site whose name resolves to this address would otherwise reach the
+    whole API with the browser's help)."""
+
+    def __init__(self, app, hosts):
+        self.app, self.hosts = app, frozenset(h.lower() for h in hosts)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or "*" in self.hosts:
+            return await self.app(scope, receive, send)
+        given = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if host_name(given) in self.hosts:
+            return await self.app(scope, receive, send)
+        body = json.dumps({"error": f"Host {given[:100]!r} is not a name this server answers to (serve.allowed_hosts: "
+                                    f"{', '.join(sorted(self.hosts))})"}).encode("utf-8")
+        await send({"type": "http.response.start", "status": 421,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -46,7 +46,8 @@ class ServedModel:
         answer it."""
         started = time.monotonic()
         self.name, self.best, self.config = name, best, config
-        self.predictor = Predictor(best, spec=config.inference(threads), batch_size=config.max_batch_size)
+        self.predictor = Predictor(best, spec=config.inference(threads), batch_size=config.max_batch_size,
+                                   allow_pickle=config.trust_pickled_weights)
         self.task = self.predictor.bundle.config["dataset_reader"]["type"]  # the reader's registered name
         self.serving = self._declared_serving()
         self.input_kind = self.serving.input

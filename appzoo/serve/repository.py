@@ -4,6 +4,7 @@ the one served and warmed up, then swapped in at once; the old one answers the r
 A ``best/`` that cannot be loaded changes nothing: the old model serves on, and the answer and the log
 say why in one line.
 """
+import os
 import sys
 
 from appzoo.errors import UserError, first_line
@@ -36,6 +37,37 @@ def requested_best(body):
     return best
 
 
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def reload_root(config, served_best):
+    """The folder a reload of the model served from ``served_best`` may load from: ``serve.reload_root``, else
+    the run folder that ``best/`` is in (its real path: a link cannot lead a reload out of it)."""
+    return os.path.realpath(config.reload_root or os.path.dirname(os.path.abspath(served_best)))
+
+
+def check_caller(content_type, client, keys):
+    """Failure unless a reload request comes with a JSON body (415) and, on a server without API keys
+    (``keys`` false), from this machine (403): a browser sends a body-less or text/plain POST to any address
+    without asking, and a page of another site must not change the model."""
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise Failure(415, "a reload takes a JSON body (Content-Type: application/json); {} loads the model's own "
+                           "folder again")
+    if not keys and client not in LOOPBACK:
+        raise Failure(403, "a reload comes from this machine only on a server without API keys; start it with "
+                           "--api-key (or serve.api_key_file) to reload from elsewhere")
+
+
+def _check_inside(models, name, best):
+    """Failure 403 for a ``best`` outside the model's reload root; nothing about the path is looked at but
+    where it resolves to, so the answer says nothing about files outside the root."""
+    root = models.reload_roots[name]
+    if os.path.commonpath([root, os.path.realpath(best)]) != root:
+        raise Failure(403, f"model {name!r} was not reloaded: parameters.best: a reload loads only a best/ under "
+                           f"the folder named when the server started (serve.reload_root; by default the run "
+                           f"folder of the model's best/); the old model serves on")
+
+
 def reload(models, name, best=None, log=log_line):
     """Load ``best`` (None: the folder model ``name`` is served from) as model ``name`` of ``models`` beside
     the one served, swap it in, then retire the old one (its requests answered, its batcher stopped); the
@@ -46,6 +78,8 @@ def reload(models, name, best=None, log=log_line):
         if not models.reloading.acquire(blocking=False):
             raise Failure(409, f"model {name!r} was not reloaded: another reload is under way; retry once it is done")
         try:
+            if best is not None:
+                _check_inside(models, name, best)
             return _swap(models, name, best or models.specs[name], log)
         finally:
             models.reloading.release()
@@ -59,6 +93,7 @@ def _swap(models, name, best, log):
     old = models.get(name)  # 503 while the server loads
     try:
         bundle.check(best, "parameters.best")
+        bundle.check_pickle(best, "parameters.best", models.config.trust_pickled_weights)
         new = models.build(name, best)
     except UserError as e:
         raise Failure(422, f"model {name!r} was not reloaded: {e}; the old model serves on") from None

@@ -20,6 +20,7 @@ import sys
 import threading
 
 from appzoo.errors import ConfigError
+from appzoo.serve import auth
 from appzoo.serve.protocol import protocol_class
 from appzoo.serve.repository import reload_all
 
@@ -76,7 +77,8 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
         failed.append(message)
         server.should_exit = True
 
-    app = create_app(specs, config, threads, on_load_error=on_load_error, api_keys=api_keys)
+    app = create_app(specs, config, threads, on_load_error=on_load_error, api_keys=api_keys,
+                     allowed_hosts=auth.allowed_hosts(config))
     server = uvicorn.Server(uvicorn_config(app, config))
     stops = []
     previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))

@@ -72,20 +72,20 @@ class RunFolder:
 
     def foreign_files(self):
         """The files here a run would write over, when no run of this toolkit wrote them: the names of
-        :data:`RUN_ARTIFACTS` present (the audit's aside) while ``config.json`` is not a run's (a user's own
-        folder holding a ``metrics.json``, say). A run that stopped before its first save left its config.json,
-        so its folder may be trained into again."""
-        names = [n for n in RUN_ARTIFACTS if n not in AUDIT_FILES and os.path.lexists(self.path(n))]
-        return [] if not names or self._holds_a_runs_config() else names
+        :data:`RUN_ARTIFACTS` present (``config.json``, ``report.md``, ``audit.md``, ...) in a folder that is not
+        a run's (:meth:`is_a_run`): a user's own folder, whose files are theirs. A run that stopped before its
+        first save marked its folder, so the folder may be trained into again."""
+        names = [n for n in RUN_ARTIFACTS if os.path.lexists(self.path(n))]
+        return [] if not names or self.is_a_run() else names
 
-    def _holds_a_runs_config(self):
-        try:
-            with open(self.config, encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, ValueError):
-            return False
-        return isinstance(config, dict) and all(isinstance(config.get(s), dict)
-                                                for s in ("dataset_reader", "model", "trainer"))
+    def is_a_run(self):
+        """Whether a run of this toolkit took this folder: its marker (``.appzoo-run``, written by :meth:`lock`),
+        or, for a run from before the marker, what only a run leaves: ``best`` a link to a hidden
+        ``.best-step-N-...`` folder, or a complete checkpoint. A ``config.json`` proves nothing: a param file has
+        the same sections."""
+        if os.path.isfile(self.run_marker) or self.latest_checkpoint() is not None:
+            return True
+        return os.path.islink(self.best) and os.path.basename(os.readlink(self.best)).startswith(".best-step-")
 
     # ---- lock ----------------------------------------------------------
     def lock(self):
@@ -103,6 +103,8 @@ class RunFolder:
         self._lock_fd = fd
         write_json(self.path(LOCK_INFO), {"pid": os.getpid(), "host": socket.gethostname(),
                                           "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+        if not os.path.exists(self.run_marker):
+            write_json(self.run_marker, {"written_by": "appzoo", "first_run": time.strftime("%Y-%m-%d %H:%M:%S")})
 
     def in_use(self):
         """Who holds the folder's lock (a live process), else None; takes nothing."""
@@ -284,7 +286,7 @@ class RunFolder:
         try:
             remove(tmp)
             os.makedirs(tmp)
-            save_weights(model, os.path.join(tmp, bundle_files.MODEL_FILE))
+            save_weights(model, os.path.join(tmp, bundle_files.PICKLED_MODEL_FILE))
             save_weights(optimizer, os.path.join(tmp, OPTIMIZER_FILE))
             save_weights(scheduler, os.path.join(tmp, SCHEDULER_FILE))
             write_json(os.path.join(tmp, STATE_FILE), state)
@@ -309,7 +311,7 @@ class RunFolder:
         """The files of a checkpoint, each checked (one line per problem)."""
         if not os.path.exists(os.path.join(folder, MARKER)):
             raise UserError(f"trainer.resume: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
-        return {"model": load_weights(os.path.join(folder, bundle_files.MODEL_FILE)),
+        return {"model": load_weights(os.path.join(folder, bundle_files.PICKLED_MODEL_FILE)),
                 "optimizer": load_weights(os.path.join(folder, OPTIMIZER_FILE)),
                 "scheduler": load_weights(os.path.join(folder, SCHEDULER_FILE)),
                 "state": read_json(os.path.join(folder, STATE_FILE), "trainer state"),

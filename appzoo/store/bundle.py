@@ -21,7 +21,7 @@ import os
 from appzoo.store.run_files import BY_KEY
 from appzoo.params.dataset import DatasetConfig
 from appzoo.errors import ConfigError
-from appzoo.utils.files import load_weights, read_json, save_weights, write_json
+from appzoo.utils.files import load_tensors, load_weights, read_json, save_tensors, write_json
 from appzoo.encoders.checks import check_state_file
 from appzoo.encoders.saved import check_saved_encoder, load_encoder, save_encoder
 from appzoo.encoders.sources import build_encoder, saved_max_positions
@@ -33,7 +33,8 @@ from appzoo.encoders.prune import PRUNE, keep_layers, prune, read_keep_pieces, u
 from appzoo.registry import MODELS, READERS
 
 from appzoo.store.bundle_files import (CONFIG_FILE, ENCODER_DIR, FILES, INFO_FILE, LABELS_FILE,  # noqa: F401
-                                      MARKER, MODEL_ARGS_FILE, MODEL_FILE, READER_STATE_FILE)
+                                      MARKER, MODEL_ARGS_FILE, MODEL_FILE, READER_STATE_FILE,
+                                      weights_file)
 
 
 @dataclasses.dataclass
@@ -54,7 +55,7 @@ class Bundle:
 
     def save(self, folder, info):
         """Write every file of a ``best/`` but the marker into the new folder ``folder``."""
-        save_weights(self.model.state_dict(), os.path.join(folder, MODEL_FILE))
+        save_tensors(self.model.state_dict(), os.path.join(folder, MODEL_FILE))
         save_encoder(self.model.encoder, self.tokenizer, os.path.join(folder, ENCODER_DIR))
         for name, obj in ((LABELS_FILE, self.labels), (MODEL_ARGS_FILE, self.model_args),
                           (READER_STATE_FILE, self.reader.state()), (CONFIG_FILE, self.config),
@@ -63,7 +64,7 @@ class Bundle:
 
     def restore(self, folder):
         """Put the weights and the reader state of the ``best/`` ``folder`` back into this model and reader."""
-        self.model.set_state_dict(load_weights(os.path.join(folder, MODEL_FILE)))
+        self.model.set_state_dict(weights(folder))
         self.reader.load_state(read_json(os.path.join(folder, READER_STATE_FILE), "reader state"))
 
 
@@ -149,14 +150,17 @@ def _count(n):
 
 
 # ----------------------------------------------------------------------- load
-def load(folder, key_path="Predictor", *, reader=None, model_kwargs=None, model_args=None, config=None):
+def load(folder, key_path="Predictor", *, reader=None, model_kwargs=None, model_args=None, config=None,
+         allow_pickle=True):
     """The model saved in the ``best/`` ``folder``, rebuilt from its own config.
 
     ``reader``: a reader to load the saved state into (default: built from the
     saved config); ``model_kwargs``: the model section to build with (default:
     the saved one); ``model_args(labels)``: the model arguments to build with,
     or None for the saved ones; ``config``: the param tree the bundle carries
-    (default: the saved one)."""
+    (default: the saved one); ``allow_pickle``: whether the weights of a ``best/`` saved before safetensors
+    (a pickle) are loaded, with a note on how to re-save them (the command line, the Predictor), or refused
+    (the server, unless started with --trust-pickled-weights): see :func:`weights`."""
     check(folder, key_path)
     saved = read_json(os.path.join(folder, CONFIG_FILE), "config of a best/ folder")
     model_class, reader_class, saved_kwargs, reader_kwargs = classes(saved, os.path.join(folder, CONFIG_FILE))
@@ -168,7 +172,7 @@ def load(folder, key_path="Predictor", *, reader=None, model_kwargs=None, model_
         args = read_json(os.path.join(folder, MODEL_ARGS_FILE), "model arguments")
     encoder, tokenizer = load_encoder(os.path.join(folder, ENCODER_DIR))
     model = model_class(encoder=encoder, **args, **(saved_kwargs if model_kwargs is None else model_kwargs))
-    model.set_state_dict(load_weights(os.path.join(folder, MODEL_FILE)))
+    model.set_state_dict(weights(folder, key_path, allow_pickle))
     return Bundle(model, reader, tokenizer, labels, args, config if config is not None else saved,
                   info=read_json(os.path.join(folder, INFO_FILE), "best step"))
 
@@ -189,6 +193,56 @@ def classes(config, source):
     return model_class, reader_class, model_section, reader_kwargs
 
 
+# -------------------------------------------------------------------- weights
+_NOTED = set()  # the folders whose pickle was noted, once each in a process
+
+
+def weights(folder, key_path="Predictor", allow_pickle=True):
+    """The state dict of the ``best/`` ``folder``: its safetensors (plain arrays: reading them runs no code);
+    for a ``best/`` saved before them, its pickle, loaded with a note on how to re-save it when
+    ``allow_pickle``, else refused in one line (unpickling runs whatever code the file holds)."""
+    path = check_pickle(folder, key_path, allow_pickle)
+    if os.path.basename(path) == MODEL_FILE:
+        return load_tensors(path)
+    if folder not in _NOTED:
+        _NOTED.add(folder)
+        note(f"note: {path}: the weights are a pickle (a best/ saved before appzoo wrote safetensors), loaded "
+             f"because you run it yourself; unpickling runs whatever code the file holds: re-save it as "
+             f"safetensors with python run_trainer.py --resave {folder}")
+    return load_weights(path)
+
+
+def check_pickle(folder, key_path="Predictor", allow_pickle=True):
+    """The weights file of the ``best/`` ``folder``; ConfigError, before anything is read, for a pickle when not
+    ``allow_pickle`` (the server: unpickling runs whatever code the file holds)."""
+    path = weights_file(folder)
+    if os.path.basename(path) != MODEL_FILE and not allow_pickle:
+        raise ConfigError(f"{key_path}: {path}: the weights are a pickle (a best/ saved before appzoo wrote "
+                          f"safetensors) and unpickling runs whatever code the file holds, so the server does not "
+                          f"load it: re-save it as safetensors where you trust it (python run_trainer.py --resave "
+                          f"{folder}), or start the server with --trust-pickled-weights")
+    return path
+
+
+def resave(folder):
+    """Write the pickled weights of the ``best/`` ``folder`` (one you trust: they are unpickled) as its
+    safetensors, then remove the pickle; returns the new file's path."""
+    check(folder, "--resave")
+    path = weights_file(folder)
+    if os.path.basename(path) == MODEL_FILE:
+        raise ConfigError(f"--resave: {folder} holds its weights as safetensors already ({MODEL_FILE})")
+    target = os.path.join(folder, MODEL_FILE)
+    tmp = f"{target}.tmp-{os.getpid()}"
+    try:
+        save_tensors(load_weights(path), tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    os.remove(path)
+    return target
+
+
 # ---------------------------------------------------------------------- check
 def check(folder, key_path="trainer.init_from", max_seq_len=None):
     """Raise a one-line error unless ``folder`` is a complete ``best/`` folder
@@ -197,6 +251,10 @@ def check(folder, key_path="trainer.init_from", max_seq_len=None):
         if os.path.exists(folder):  # a file (a data file, a param file) where best/ was meant
             raise ConfigError(f"{key_path}: {folder!r} is a file, not a best/ folder of an appzoo run (give "
                               f"<output_dir>/best)")
+        if os.path.islink(folder):  # cp -r of a run's best, which is a link to its hidden .best-step-N folder
+            raise ConfigError(f"{key_path}: {folder!r} is a link to {os.readlink(folder)!r}, which is not there: a "
+                              f"run's best is a link to a hidden folder beside it, so copy it with cp -rL (or the "
+                              f"whole run folder with cp -a)")
         raise ConfigError(f"{key_path}: {folder!r} does not exist")
     if not os.path.isfile(os.path.join(folder, LABELS_FILE)):
         inner = os.path.join(folder, BY_KEY["best"].name)
@@ -206,11 +264,12 @@ def check(folder, key_path="trainer.init_from", max_seq_len=None):
         raise ConfigError(f"{key_path}: {folder!r} is an incomplete best/ folder (no {MARKER} marker: "
                           f"the save was interrupted)")
     missing = [name for name in FILES if not os.path.isfile(os.path.join(folder, name))]
+    missing += [] if weights_file(folder) else [MODEL_FILE]
     if missing:
         raise ConfigError(f"{key_path}: {folder}: missing {', '.join(missing)}")
     encoder = os.path.join(folder, ENCODER_DIR)
     check_saved_encoder(encoder)
-    check_state_file(os.path.join(folder, MODEL_FILE))
+    check_state_file(weights_file(folder))
     limit = saved_max_positions(encoder)
     if max_seq_len is not None and limit is not None and max_seq_len > limit:
         raise ConfigError(f"dataset_reader.max_seq_len: {max_seq_len} is above the encoder's "

@@ -45,6 +45,9 @@ RUN_FILES = (
     RunFile("run_record", "run_record.json", "reports/record.py",
             "the run's facts (record_version 1): data sha256, command, metrics, versions; --do reproduce reads it"),
     RunFile("model_card", "MODEL_CARD.md", "reports/card.py", "run_record.json as a model card a reviewer reads"),
+    RunFile("run_marker", ".appzoo-run", "store/archive.py",
+            "written when a run first takes the folder: what marks it as a run of this toolkit (a user's own "
+            "config.json, report.md or audit.md beside it are the user's, and are not written over)", kept=True),
     RunFile("diverged", "diverged.json", "experiments/jobs.py",
             "a sweep's or search's run that stopped on a non-finite loss: its record and the error (the run ended)"),
     RunFile("reproductions", "reproduce", "run/reproduce.py", "reproduce/N/: each --do reproduce's re-run of the run"),

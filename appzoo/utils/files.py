@@ -127,6 +127,32 @@ def load_weights(path):
     raise UserError(f"{path}: cannot be read as Paddle weights ({reason}); the file is truncated or corrupt")
 
 
+def save_tensors(state, path):
+    """A state dict as safetensors (plain arrays under a JSON header: reading it runs no code, unlike a pickle),
+    flushed to disk."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({name: np.ascontiguousarray(value.numpy() if hasattr(value, "numpy") else value)
+               for name, value in state.items()}, path)
+    _fsync(path)
+
+
+def load_tensors(path):
+    """A state dict of numpy arrays from a safetensors file, with a one-line error for a missing, truncated or
+    corrupt one."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such file; the saved model is incomplete")
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot be read as safetensors ({type(e).__name__}: "
+                        f"{first_line(e).replace(path, 'the file')}); the file is truncated or corrupt") from None
+
+
 def save_weights(obj, path):
     import paddle
 
