@@ -183,8 +183,14 @@ def test_a_distilled_classifier_resumes_exactly_and_its_teacher_runs_once_per_ex
     assert (record["teacher"], record["temperature"], record["alpha"], record["engine"]) == (cls_teacher, 3.0, 0.7,
                                                                                              "onnxruntime")
     with open(os.path.join(straight, "MODEL_CARD.md"), encoding="utf-8") as f:
-        assert (f"- distilled from: {literal(cls_teacher)} (temperature 3, soft-loss weight 0.7; the teacher's "
-                f"logits: onnxruntime)") in f.read()
+        card = f.read()
+    assert (f"- distilled from: {literal(cls_teacher)} (temperature 3, soft-loss weight 0.7; the teacher's "
+            f"logits: onnxruntime)") in card
+    # the teacher's own scores beside the student's (issue 42, item 28), from the teacher's run folder
+    teacher_metrics = read_json(os.path.join(os.path.dirname(cls_teacher), "metrics.json"))
+    assert record["teacher_scores"]["dev"]["macro_f1"] == teacher_metrics["dev"]["macro_f1"]
+    [line] = [line for line in card.splitlines() if line.startswith("- the teacher's scores: ")]
+    assert f"dev accuracy {teacher_metrics['dev']['accuracy']:.4f} (this model: " in line
 
 
 @pytest.mark.slow  # trains

@@ -132,7 +132,7 @@ def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_pat
     kept = {name: read(name) for name in ("report.html", "errors.md", "predictions/test.jsonl")}
     before = json.loads(read("metrics.json"))
     assert before["evaluated_with"] == {"engine": "dygraph", "precision": "fp32"}
-    assert "Evaluated on dygraph, fp32." in read("report.md")
+    assert "Evaluated on the Paddle model (engine dygraph), fp32." in read("report.md")
     args = ["--param_path", TASKS["cls"][0], "--set", f"trainer.output_dir={out}", "--set", "trainer.plots=false",
             "--set", "trainer.progress_bar=false", "--do", "eval"]
     assert run_trainer.main([*args, "--set", "trainer.inference_engine=onnxruntime",
@@ -154,7 +154,7 @@ def test_eval_in_int8_is_added_beside_the_runs_fp32_metrics(served_runs, tmp_pat
         assert "loss" not in entry[split] and entry[split]["accuracy"] == pytest.approx(before[split]["accuracy"],
                                                                                        abs=0.05)
     report = read("report.md")
-    assert "Evaluated on dygraph, fp32." in report
+    assert "Evaluated on the Paddle model (engine dygraph), fp32." in report
     assert "## test on onnxruntime, int8 (dynamic quantization)" in report
     assert f"| accuracy | {entry['test']['accuracy']:.4f} |" in report.split("## test on onnxruntime")[1]
     assert "Against fp32 (the dygraph model) on the same test set:" in report.split("## test on onnxruntime")[1]

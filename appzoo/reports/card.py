@@ -60,6 +60,12 @@ def _model(record):
     if distill:
         lines.append(f"- distilled from: {literal(distill['teacher'])} (temperature {distill['temperature']:g}, "
                      f"soft-loss weight {distill['alpha']:g}; the teacher's logits: {literal(distill['engine'])})")
+        mine = record["metrics"]
+        beside = [f"{split} {name} {_number(value)} (this model: {_number(mine[split]['scalars'].get(name))})"
+                  for split, scores in (distill.get("teacher_scores") or {}).items() if split in mine
+                  for name, value in scores.items() if name in SHOWN and name in mine[split]["scalars"]]
+        if beside:
+            lines.append("- the teacher's scores: " + "; ".join(beside))
     if best.get("step") is not None:
         lines.append(f"- best checkpoint: step {best['step']}" + (
             f", dev {literal(best['metric'])} = {best['value']:.4f}" if best.get("value") is not None else ""))
@@ -181,8 +187,6 @@ def _limitations(record):
     if few:
         listed = ", ".join(f"{literal(name)} ({n})" for name, n in few.items())
         lines.append(f"- classes with fewer than {limits['few_threshold']} training examples: {listed}")
-    elif "train" in record["data"]:
-        lines.append(f"- every class has at least {limits['few_threshold']} training examples")
     rarest, total = limits.get("rarest_in_training") or {}, limits.get("training_examples")
     if rarest and total:
         listed = ", ".join(f"{literal(name)} ({n}, {n / total:.1%})" for name, n in rarest.items())
@@ -192,7 +196,15 @@ def _limitations(record):
         total = record["data"][split]["examples"]
         lines.append(f"- {split}: {n} of {total} inputs are longer than max_seq_len={record['max_seq_len']} "
                      f"tokens ({what})")
+    if len(lines) == 2:
+        lines.append(f"- none found: no class with fewer than {limits['few_threshold']} training examples, no input "
+                     f"longer than max_seq_len")
     return lines + [""]
+
+
+def _release(version):
+    """A package's version as its release is named: paddlenlp 2.8.1 says ``2.8.1.post`` of itself."""
+    return version.removesuffix(".post") if isinstance(version, str) else version
 
 
 def _environment(record):
@@ -202,7 +214,7 @@ def _environment(record):
         commit += " (with uncommitted changes)"
     wall = record.get("wall_time_s")
     return ["## Versions and machine", "",
-            "- versions: " + ", ".join(f"{k} {literal(v)}" for k, v in versions.items()),
+            "- versions: " + ", ".join(f"{k} {literal(_release(v))}" for k, v in versions.items()),
             f"- machine: {literal(machine.get('cpu') or 'unknown CPU')}, {machine.get('cores')} cores, "
             f"{literal(machine.get('platform'))}",
             f"- appzoo commit: {literal(commit)}",

@@ -20,7 +20,10 @@ from appzoo import env
 from appzoo.metrics import scalars
 from appzoo.metrics import bootstrap
 from appzoo.reports.audit import input_lengths
-from appzoo.store import bundle as bundles
+from appzoo.errors import UserError
+from appzoo.store import run_result
+from appzoo.store.archive import RunFolder
+from appzoo.store.bundle_files import digest as files_digest
 from appzoo.utils import files
 
 VERSION = 1
@@ -115,12 +118,24 @@ def _encoder_source(plan):
 
 def distilled_from(plan, prepared):
     """The teacher a distilled run learnt from: its ``best/`` (and the digest of its files, which
-    ``--do reproduce`` checks), the temperature and weight, and the engine its logits were computed on."""
+    ``--do reproduce`` checks), the temperature and weight, the engine its logits were computed on, and the
+    teacher's own scores where its run folder holds them (the card shows them beside the student's)."""
     spec, teacher = plan.distill, prepared.teacher
-    digest = teacher.digest if teacher is not None else bundles.digest(spec.teacher)  # hashed once per run
+    digest = teacher.digest if teacher is not None else files_digest(spec.teacher)  # hashed once per run
     return {"teacher": spec.teacher, "abs_path": os.path.abspath(spec.teacher), "digest": digest,
             "temperature": spec.temperature, "alpha": spec.alpha,
-            "engine": (teacher.engine_used or "cached") if teacher is not None else "not run (alpha 0)"}
+            "engine": (teacher.engine_used or "cached") if teacher is not None else "not run (alpha 0)",
+            "teacher_scores": _scores_of(spec.teacher)}
+
+
+def _scores_of(best):
+    """``{split: {metric: value}}`` of the run whose ``best/`` is ``best`` (its metrics.json), numbers only."""
+    try:
+        splits = run_result.read(RunFolder.of_best(best).metrics, "metrics of the teacher's run").splits()
+    except UserError:  # damaged or foreign: the card just shows no teacher scores
+        return {}
+    return {split: {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for split, values in splits.items()}
 
 
 def _data(plan, prepared, split):

@@ -1,6 +1,7 @@
 """``report.md``, ``report.html`` and plots in the output folder, from the metrics, the log and the mistakes."""
 import os
 
+from appzoo.params.inference import CAPABILITIES
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_result import KEYS, RunResult, against_fp32, aside_entries
 from appzoo.reports import card, fidelity, html as report_html
@@ -34,7 +35,7 @@ def write(output_dir, metrics, history, labels, plots=True, mistakes=None, html=
     if result.floor:  # the runner's: what the untrained encoder scores (appzoo.task.floor)
         lines += _floor(result.floor) + [""]
     if result.evaluated_with and result.splits():  # the runner's engine and precision
-        lines += [f"Evaluated on {_engine(result.evaluated_with)}.", ""]
+        lines += [f"Evaluated on {_engine(result.evaluated_with, in_words=True)}.", ""]
     for split, split_metrics in result.splits().items():
         lines += [f"## {split}", "", "| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v:.4f} |" for k, v in scalars(split_metrics).items()]
@@ -97,10 +98,14 @@ def _against_fp32(split_metrics, split, engine):
     return lines + ([""] + [f"- warning: {literal(line)}" for line in flagged] if flagged else [])
 
 
-def _engine(engine):
-    """``onnxruntime, int8 (dynamic quantization)`` from metrics.json's ``{"engine", "precision", ...}``."""
+def _engine(engine, in_words=False):
+    """``onnxruntime, int8 (dynamic quantization)`` from metrics.json's ``{"engine", "precision", ...}``;
+    ``in_words``: what the engine runs said first (its CAPABILITIES row), ``the Paddle model (engine dygraph),
+    fp32``, for a reader who does not know the engines' names."""
     how = f" ({engine['quantization']} quantization)" if engine.get("quantization") else ""
-    return f"{engine['engine']}, {engine['precision']}{how}"
+    runs = getattr(CAPABILITIES.get(engine["engine"]), "runs", None) if in_words else None
+    named = f"{runs} (engine {engine['engine']})" if runs else engine["engine"]
+    return f"{named}, {engine['precision']}{how}"
 
 
 def _plots(output_dir, metrics, history, labels):

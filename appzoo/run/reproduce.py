@@ -22,7 +22,7 @@ from appzoo.params.trainer import Do, TrainerConfig
 from appzoo.reports import record as records
 from appzoo.run.plan import validate
 from appzoo.run.runner import run
-from appzoo.store import bundle as bundles
+from appzoo.store.bundle_files import digest
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
 from appzoo.utils import files
@@ -129,7 +129,7 @@ def _check_data(recorded, root):
     distill = recorded.get("distill")
     if distill:
         teacher = distill["abs_path"]
-        now = bundles.digest(teacher) if os.path.isdir(teacher) else None
+        now = digest(teacher) if os.path.isdir(teacher) else None
         if now != distill["digest"]:
             raise DataError(f"--do reproduce: distill.teacher: {teacher} {'changed' if now else 'is gone'} since the "
                             f"run in {root} (recorded digest {distill['digest']}{f', now {now}' if now else ''}); "
