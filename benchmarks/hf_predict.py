@@ -79,8 +79,13 @@ def load_bundle(best):
     """The files of a toolkit best/ folder, read without paddle."""
     if not os.path.exists(os.path.join(best, "COMPLETE")):
         sys.exit(f"{best}: not a complete best/ folder (no COMPLETE marker)")
-    with open(os.path.join(best, "model_state.pdparams"), "rb") as f:
-        state = pickle.load(f)
+    if os.path.isfile(os.path.join(best, "model.safetensors")):  # what appzoo writes since Step 24
+        from safetensors.numpy import load_file
+
+        state = load_file(os.path.join(best, "model.safetensors"))
+    else:  # a best/ saved before: Paddle's pickle
+        with open(os.path.join(best, "model_state.pdparams"), "rb") as f:
+            state = pickle.load(f)
     state.pop("StructuredToParameterName@@", None)
     return {"config": load_json(os.path.join(best, "config.json")),
             "labels": load_json(os.path.join(best, "labels.json")),

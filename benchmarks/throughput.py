@@ -59,6 +59,7 @@ from appzoo.utils import progress  # noqa: E402
 from appzoo.params.param_file import load_param_file  # noqa: E402
 from appzoo.data.sampler import Sampler, feature_length, train_batches  # noqa: E402
 from appzoo.run.plan import validate  # noqa: E402
+from appzoo.run.modes import needed_splits  # noqa: E402
 from appzoo.run.prepare import prepare  # noqa: E402
 from appzoo.run.trainer import Trainer  # noqa: E402
 from benchmarks.record import machine  # noqa: E402
@@ -84,7 +85,7 @@ def load(name):
                               "do": ["train"], "max_grad_norm": 1.0})
     plan = validate(config, spec["config"])
     progress.ENABLED = False
-    prepared = prepare(plan)
+    prepared = prepare(plan, needed_splits(plan.do))
     features = prepared.features["train"]
     if spec["max_words"]:  # the workload: sentences of at most 50 words
         keep = [i for i, e in enumerate(prepared.splits["train"]) if len(e["tokens"]) <= spec["max_words"]]
