@@ -19,6 +19,8 @@ from appzoo.env import configure_cpu, import_paddle_quietly
 from appzoo.errors import ConfigError, UserError
 from appzoo.params.trainer import MODES
 from appzoo.registry import LOSSES, METRICS, MODELS, READERS, load_components
+from appzoo.store.run_files import BY_KEY
+from appzoo.utils.progress import note
 
 # A command loads what it runs inside its function: paddle reads the CPU defaults (configure_cpu) as it loads,
 # so nothing that loads paddle may be imported before main has set them.
@@ -113,6 +115,7 @@ def main(argv=None):
 
             config = load_param_file(args.param_path)
             apply_overrides(config, args.set)
+            _the_run_beside(args.param_path, config, args.set)
             call = Call(args, argv, config, parse_do(args.do))
         return chosen(call).run(call)
     except UserError as e:
@@ -147,6 +150,22 @@ class Command:
     name: str
     given: Callable[[Call], bool]
     run: Callable[[Call], int]
+
+
+def _the_run_beside(param_path, config, overrides):
+    """A run folder's own config.json names the folder the run was made in; a copy (cp -a) or a moved folder is
+    acted on where it is, not where its config.json points (with a note), unless --set names the folder."""
+    from appzoo.store.archive import RunFolder  # after configure_cpu (see the imports)
+
+    folder = os.path.dirname(os.path.abspath(param_path))
+    named = config.get("trainer", {}).get("output_dir") if isinstance(config.get("trainer"), dict) else None
+    named_by_set = any(item.partition("=")[0].strip() == "trainer.output_dir" for item in overrides)
+    if (os.path.basename(param_path) != BY_KEY["config"].name or not isinstance(named, str) or named_by_set
+            or not RunFolder(folder).is_a_run() or os.path.realpath(named) == os.path.realpath(folder)):
+        return
+    note(f"note: {param_path} is the config.json of the run in {folder}, made in {named}: acting on {folder} "
+         f"(--set trainer.output_dir=... to name another folder)")
+    config["trainer"]["output_dir"] = folder
 
 
 def _list(call):

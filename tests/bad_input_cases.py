@@ -797,6 +797,24 @@ def _(ws):
     return argv(ws.params(CLS)) + SEARCH + ["--search", "trainer.learning_rate=uniform(1e-4,1e-2)"]
 
 
+def edited_record_case(id, edit, *facts):
+    """Issue 42, item 8: --do reproduce of a finished run whose run_record.json was edited: one line."""
+    def build(ws):
+        out = ws.prior_run()
+        path = os.path.join(out, "run_record.json")
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(edit(record), f)
+        return ["--param_path", os.path.join(out, "config.json"), "--do", "reproduce"]  # as docs/reports.md says
+    case(id, "output folder", *facts, stage=RUN)(build)
+
+
+edited_record_case("reproduce-record-without-data", lambda r: {k: v for k, v in r.items() if k != "data"},
+                   r"run_record\.json", r"'data' is missing")
+edited_record_case("reproduce-record-a-json-list", lambda r: [r], r"run_record\.json", r"JSON list")
+
+
 @case("output-dir-holds-finished-run", "output folder", r"trainer\.output_dir", r"/out\b")
 def _(ws):
     out = ws.prior_run()

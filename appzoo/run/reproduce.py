@@ -62,12 +62,21 @@ def _record(folder):
         raise UserError(f"--do reproduce: {folder.root!r} has no {name} (written by every run that trains); "
                         f"give the run's folder as trainer.output_dir, or its config.json as --param_path")
     recorded = records.read(folder)
+    if not isinstance(recorded, dict):
+        raise UserError(f"--do reproduce: {folder.run_record}: holds a JSON {type(recorded).__name__}, not a run's "
+                        f"record (an object): it was edited or damaged, and a reproduction needs it as the run "
+                        f"wrote it")
     if recorded.get("record_version") != records.VERSION:
         raise UserError(f"--do reproduce: {folder.run_record}: record_version {recorded.get('record_version')!r} "
                         f"(this appzoo reads {records.VERSION})")
     if not Do(recorded.get("do", ())).trains and not recorded.get("trained_by"):
         raise UserError(f"--do reproduce: {folder.run_record}: this run did not train (do: {recorded.get('do')}); "
                         f"reproduce the run that trained the model")
+    for key, kind in (("data", dict), ("metrics", dict), ("do", list)):
+        if not isinstance(recorded.get(key), kind):
+            what = "missing" if key not in recorded else f"not a JSON {'object' if kind is dict else 'list'}"
+            raise UserError(f"--do reproduce: {folder.run_record}: {key!r} is {what}: the record was edited or "
+                            f"damaged, and a reproduction needs it as the run wrote it")
     return recorded
 
 
