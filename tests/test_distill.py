@@ -202,6 +202,11 @@ def test_a_student_serves_without_its_teacher_and_a_reproduction_refuses_a_chang
     shutil.copytree(teachers[0], teacher)
     out = str(tmp_path / "student")
     assert _student(CLS, out, teacher, "--set", "trainer.max_steps=2") == 0
+    # an eval of the student keeps how it was trained (issue 42, item 5): the record's distill, the card's line
+    assert run_trainer.main(["--param_path", os.path.join(out, "config.json"), "--do", "eval"]) == 0
+    assert read_json(os.path.join(out, "run_record.json"))["distill"]["teacher"] == teacher
+    with open(os.path.join(out, "MODEL_CARD.md"), encoding="utf-8") as f:
+        assert "- distilled from: " in f.read()
     with open(os.path.join(teacher, "config.json"), "a", encoding="utf-8") as f:
         f.write("\n")
     capsys.readouterr()
@@ -323,3 +328,15 @@ def test_a_transfer_file_is_labelled_by_the_teacher_and_learnt_on(teachers, tmp_
     assert capsys.readouterr().err.strip() == (
         f"error: {CLS}: distill.transfer: no such file '{tmp_path}/no.tsv' (a file of unlabelled inputs in the "
         f"training file's format)")
+
+
+def test_the_record_names_every_engine_that_computed_teacher_rows():
+    """Issue 42, item 6: teacher_engine auto picks per call; the record names each engine with its rows, not the
+    last call's alone."""
+    from types import SimpleNamespace
+
+    from appzoo.run.teacher import Teacher
+
+    said = lambda rows: Teacher.engines_said(SimpleNamespace(rows_by_engine=rows))  # noqa: E731
+    assert said({}) == "cached" and said({"onnxruntime": 20000}) == "onnxruntime"
+    assert said({"dygraph": 62, "onnxruntime": 20000}) == "onnxruntime (20,000 rows), dygraph (62 rows)"

@@ -66,6 +66,8 @@ def build(plan, prepared, result, described, folder, command=None):
         before = files.read_json(folder.run_record, "record of the run")
         record["data"] = {**before.get("data", {}), **record["data"]}
         record["trained_by"] = before.get("trained_by") or before.get("command")
+        if before.get("distill") and "distill" not in record:  # how the model was trained: an eval keeps it
+            record["distill"] = before["distill"]
         record["limitations"] = _limitations(record)
     elif plan.do.trains:  # what --do reproduce re-runs, whatever a later eval records beside it
         record["trained_by"] = {**record["command"], "do": list(plan.do)}
@@ -124,7 +126,7 @@ def distilled_from(plan, prepared):
     digest = teacher.digest if teacher is not None else files_digest(spec.teacher)  # hashed once per run
     return {"teacher": spec.teacher, "abs_path": os.path.abspath(spec.teacher), "digest": digest,
             "temperature": spec.temperature, "alpha": spec.alpha,
-            "engine": (teacher.engine_used or "cached") if teacher is not None else "not run (alpha 0)",
+            "engine": teacher.engines_said() if teacher is not None else "not run (alpha 0)",
             "teacher_scores": _scores_of(spec.teacher)}
 
 

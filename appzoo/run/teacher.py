@@ -66,7 +66,8 @@ class Teacher:
                             f"by label, so both must have the same labels in the same order")
         self.digest = digest(spec.teacher)  # of the teacher's files: the cache's key, and the run's record
         self.path = os.path.join(self.root, f"{self._key(self.digest)}.npz")
-        self.engine_used = None  # what computed the rows of this process (None: all came from the cache)
+        self.engine_used = None  # what computes the rows of the current call (None: all came from the cache)
+        self.rows_by_engine = {}  # {engine: rows it computed in this process}: what the record names
 
     def _key(self, teacher_digest):
         content = hashlib.sha256()
@@ -111,6 +112,7 @@ class Teacher:
     def _compute(self, missing, rows, is_main):
         self._missing = len(missing)
         predictor = self._predictor(missing[:AGREE_EXAMPLES])
+        self.rows_by_engine[self.engine_used] = self.rows_by_engine.get(self.engine_used, 0) + len(missing)
         chunks = [missing[i:i + CHUNK] for i in range(0, len(missing), CHUNK)]
         for chunk in progress(chunks, desc="teacher", unit="chunk", disable=not self.bar or len(chunks) < 2):
             rows.update(zip(chunk, self._rows(predictor, chunk)))
@@ -158,6 +160,17 @@ class Teacher:
              f"teacher runs on the Paddle model")
         self.engine_used = "dygraph"
         return dygraph
+
+    def engines_said(self):
+        """What computed this process's teacher rows, for the record: one engine's name, or each with its rows
+        (``onnxruntime (20,000 rows), dygraph (62 rows)``: auto picks per call, by how many rows are missing);
+        ``cached`` when the cache held them all."""
+        if not self.rows_by_engine:
+            return "cached"
+        if len(self.rows_by_engine) == 1:
+            return next(iter(self.rows_by_engine))
+        ranked = sorted(self.rows_by_engine.items(), key=lambda item: -item[1])
+        return ", ".join(f"{engine} ({rows:,} rows)" for engine, rows in ranked)
 
     # ---- the cache -------------------------------------------------------------
     def _load(self):
