@@ -74,6 +74,11 @@ RECIPE = ("Step 21's recipe on the whole training set: multilingual-e5-small (na
           "3e-3 and the CRF's transitions at 1e-2 (parameter groups), batch 32, dev evaluated each epoch and the best "
           "epoch kept. One thread per run, two runs at a time on the 2 cores.")
 
+GOEMOTIONS_AXIS = 'model.loss=[{"name":"bce"},{"name":"asl"},{"name":"distribution_balanced"},{"name":"multilabel_ce"}]'
+GOEMOTIONS_NOTE = "RESULTS TO COME"
+CHNSENTICORP_AXIS = 'model.loss=[{"name":"ce"},{"name":"focal","gamma":2.0}]'
+CHNSENTICORP_NOTE = "RESULTS TO COME"
+
 #: Issue 40 (Step 22): each Chinese set on its whole training data with Step 21's recipe, 3 seeds.
 WHOLE = [
     {"title": "Weibo NER, whole training set, Step 21's recipe: softmax ce vs focal vs dice vs logit-adjusted ce vs "
@@ -92,6 +97,23 @@ WHOLE = [
      "anchors": "BERT-CRF 63.8–68.8, BERT-BiLSTM-CRF 70.48 (test, entity micro-F1, full training, BERT-base)",
      "rarest": "GPE.NOM",
      "sweeps": [_sweep("ner_weibo_e5_bilstm_crf.json", "weibo_e5_imbalance", WEIBO_AXIS, sizes=("trainer.epochs=6",))]},
+    {"title": "GoEmotions (multi-label, 28 classes), whole training set: all-MiniLM-L6-v2 (22.7M parameters), bce vs "
+              "asl vs distribution-balanced vs multi-label ce, per-label thresholds tuned on dev",
+     "note": GOEMOTIONS_NOTE, "data": "goemotions",
+     "metric": "macro-F1 with per-label thresholds tuned on dev (test: the same thresholds), and at the global "
+               "threshold 0.5", "verdict_on": "test.macro_f1",
+     "anchors": "BERT-base (110M) test macro-F1 0.46 (Demszky et al. 2020, 4 epochs on a GPU)", "rarest": "grief",
+     "sweeps": [_sweep("cls_goemotions_minilm_bce.json", "goemotions_minilm_imbalance", GOEMOTIONS_AXIS,
+                       sizes=("model.encoder.freeze_layers=3", "trainer.head_learning_rate=0.003",
+                              "trainer.num_threads=1", "trainer.eval_steps=450"))]},
+    {"title": "ChnSentiCorp hotel reviews (this project's fixed split), whole training set, Step 21's recipe: ce vs "
+              "focal",
+     "note": CHNSENTICORP_NOTE, "data": "chnsenticorp_htl", "metric": "accuracy (dev chooses; test confirms)",
+     "verdict_on": "test.accuracy",
+     "anchors": "RBT3 93.86 test accuracy on the canonical ChnSentiCorp (another split and set: context only)",
+     "rarest": "negative",
+     "sweeps": [_sweep("cls_chnsenticorp_e5_frozen.json", "chnsenticorp_e5", CHNSENTICORP_AXIS,
+                       sizes=("trainer.epochs=2",))]},
 ]
 
 PRETRAINED = [
@@ -168,6 +190,16 @@ REJUDGED = [
     ("logit-adjusted ce per token (tau 1) instead of ce", "Weibo", "dev.micro_f1",
      {"from scratch": ("weibo_logit_adjusted", "loss=name-ce", "loss=name-logit_adjusted_ce_tau-1.0"),
       "pretrained, whole training set": ("weibo_e5_imbalance", WEIBO["ce"], WEIBO["logit_adjusted_ce"])}, "GPE.NOM"),
+    ("asl instead of bce", "GoEmotions", "dev.macro_f1",
+     {"pretrained, whole training set": ("goemotions_minilm_imbalance", "loss=name-bce", "loss=name-asl")}, "grief"),
+    ("distribution-balanced instead of bce", "GoEmotions", "dev.macro_f1",
+     {"pretrained, whole training set": ("goemotions_minilm_imbalance", "loss=name-bce",
+                                         "loss=name-distribution_balanced")}, "grief"),
+    ("multi-label ce instead of bce", "GoEmotions", "dev.macro_f1",
+     {"pretrained, whole training set": ("goemotions_minilm_imbalance", "loss=name-bce", "loss=name-multilabel_ce")},
+     "grief"),
+    ("focal (gamma 2) instead of ce", "ChnSentiCorp", "dev.accuracy",
+     {"pretrained, whole training set": ("chnsenticorp_e5", "loss=name-ce", "loss=name-focal_gamma-2.0")}, "negative"),
     ("GHM instead of ce", "Weibo", "dev.micro_f1",
      {"from scratch": ("weibo_softmax", "loss=name-ce", "loss=name-ghm"),
       "pretrained, whole training set": ("weibo_e5_imbalance", WEIBO["ce"], WEIBO["ghm"])}, "GPE.NOM"),

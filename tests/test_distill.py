@@ -169,6 +169,17 @@ def test_a_distilled_classifier_resumes_exactly_and_its_teacher_runs_once_per_ex
         capsys.readouterr().out
     assert calls == [32, 32, 192]
     calls.clear()
+    with np.load(cache[0]) as saved:  # well-formed, but another teacher's: 3 logits a row for these 4 labels
+        foreign = {k: saved[k] for k in saved.files}
+    foreign["rows"] = foreign["rows"][: foreign["offsets"][-1] // 4 * 3]
+    foreign["offsets"], foreign["shapes"][:, 0] = foreign["offsets"] // 4 * 3, 3
+    np.savez(cache[0].removesuffix(".npz"), **foreign)
+    capsys.readouterr()
+    assert _student(CLS, straight, cls_teacher, *steps, "--set", "trainer.overwrite_output_dir=true") == 0
+    assert (f"note: distill: {cache[0]} is not this teacher's cache (a row of 3 logits, the teacher has 4 labels); "
+            f"the teacher's logits are computed again") in capsys.readouterr().out  # issue 42, item 7
+    assert calls == [32, 32, 192]
+    calls.clear()
     # the soft loss is trained on: alpha 0 is the student alone (no teacher run), and its weights differ
     alone = str(tmp_path / "alone")
     capsys.readouterr()

@@ -28,7 +28,7 @@ import zipfile
 
 import numpy as np
 
-from appzoo.errors import DataError
+from appzoo.errors import DataError, first_line
 from appzoo.inference import prediction
 from appzoo.inference.predictor import Predictor
 from appzoo.store import bundle as bundles
@@ -185,9 +185,16 @@ class Teacher:
             note(f"note: distill: {self.path} cannot be read ({type(e).__name__}); the teacher's logits are "
                  f"computed again")
             return {}
-        rows = {}
-        for n, start, end, shape in zip(numbers.tolist(), offsets[:-1], offsets[1:], shapes):
-            rows[n] = flat[start:end].reshape([int(d) for d in shape if d >= 0])
+        rows, width = {}, len(self.teacher.labels)
+        try:
+            for n, start, end, shape in zip(numbers.tolist(), offsets[:-1], offsets[1:], shapes):
+                rows[n] = flat[start:end].reshape([int(d) for d in shape if d >= 0])
+                if rows[n].ndim and rows[n].shape[-1] != width:  # another teacher's (another label set)
+                    raise ValueError(f"a row of {rows[n].shape[-1]} logits, the teacher has {width} labels")
+        except (ValueError, TypeError, IndexError) as e:  # well-formed but not this teacher's: computed again
+            note(f"note: distill: {self.path} is not this teacher's cache ({first_line(e)}); the teacher's logits "
+                 f"are computed again")
+            return {}
         return rows
 
     def _save(self, rows):
