@@ -22,7 +22,7 @@ def audit(tmp_path, *args):
     return run_trainer.main(argv), out
 
 
-def test_suspects_are_written_ranked_and_a_rerun_trains_only_the_missing_fold(tmp_path, monkeypatch):
+def test_suspects_are_written_ranked_and_a_rerun_trains_only_the_missing_fold(tmp_path, monkeypatch, capsys):
     with open("data/cls/train.tsv", encoding="utf-8") as f:
         lines = f.read().splitlines()[:120]
     flipped = {i: "sports" if line.endswith("\tfinance") else "finance" for i, line in enumerate(lines) if i % 20 == 0}
@@ -60,6 +60,15 @@ def test_suspects_are_written_ranked_and_a_rerun_trains_only_the_missing_fold(tm
     assert code == 0 and len(trained) == 1
     assert os.stat(label_folds.fold_file(folds, 0)).st_mtime_ns == before
     assert os.path.exists(label_folds.fold_file(folds, 1))
+    with open(label_folds.fold_file(folds, 0), "r+b") as f:  # damaged (issue 42, item 10): trained again, not trusted
+        f.truncate(40)
+    trained.clear()
+    capsys.readouterr()
+    code, _ = audit(tmp_path)
+    said = capsys.readouterr().out
+    assert code == 0 and len(trained) == 1, said
+    assert f"audit: {label_folds.fold_file(folds, 0)} is damaged or not this fold's; label fold 1 is trained again" \
+        in said
 
 
 def test_a_stop_in_a_fold_keeps_the_finished_ones_and_says_how_to_go_on(tmp_path, monkeypatch, capsys):

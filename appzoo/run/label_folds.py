@@ -47,9 +47,13 @@ def out_of_fold(plan, prepared, folder):
     try:
         for i in progress(range(k), desc="label folds", unit="fold", dynamic_ncols=True):
             held = np.flatnonzero(assignment == i)
-            if i in done:
-                probs[held] = np.load(fold_file(folder, i))
+            saved = _saved_fold(fold_file(folder, i), (len(held), probs.shape[1])) if i in done else None
+            if saved is not None:
+                probs[held] = saved
                 continue
+            if i in done:
+                note(f"audit: {fold_file(folder, i)} is damaged or not this fold's; label fold {i + 1} is trained "
+                     f"again")
             # every fold from the same initial weights; the trainer seeds each step itself (seed + step)
             bundle.model.set_state_dict(initial)
             bundle.reader.load_state(initial_state)
@@ -139,6 +143,16 @@ def _stratified(given, k, seed):
         for i, (_, held) in enumerate(StratifiedKFold(k, shuffle=True, random_state=seed).split(strata, strata)):
             assignment[held] = i
     return assignment
+
+
+def _saved_fold(path, shape):
+    """A done fold's out-of-fold probabilities, or None for a file that is damaged (a kill, a full disk) or of
+    another shape: then the fold is trained again, as a damaged teacher cache is computed again."""
+    try:
+        saved = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    return saved if isinstance(saved, np.ndarray) and saved.shape == shape else None
 
 
 def _resume(plan, folder, assignment, k):
