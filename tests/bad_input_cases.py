@@ -815,6 +815,15 @@ edited_record_case("reproduce-record-without-data", lambda r: {k: v for k, v in 
 edited_record_case("reproduce-record-a-json-list", lambda r: [r], r"run_record\.json", r"JSON list")
 
 
+@case("distill-teacher-inside-the-folder-being-replaced", "output folder", r"distill\.teacher", r"/out/best\b",
+      r"overwrite_output_dir")
+def _(ws):
+    """Issue 42, item 14: the teacher would be moved aside with the run it belongs to before the student learns."""
+    out = ws.prior_run()
+    return argv(ws.params(CLS), f"trainer.output_dir={out}", "trainer.overwrite_output_dir=true",
+                f"distill.teacher={os.path.join(out, 'best')}")
+
+
 @case("output-dir-holds-finished-run", "output folder", r"trainer\.output_dir", r"/out\b")
 def _(ws):
     out = ws.prior_run()

@@ -151,6 +151,11 @@ def _distill(config, trainer, modes, model_class, model_type, data, data_section
         raise ConfigError(f"distill.transfer: no such file {distill.transfer!r} (a file of unlabelled inputs in the "
                           f"training file's format)")
     bundle.check(distill.teacher, "distill.teacher")
+    root, teacher = os.path.realpath(trainer.output_dir), os.path.realpath(distill.teacher)
+    if trainer.overwrite_output_dir and os.path.commonpath([root, teacher]) == root:
+        raise ConfigError(f"distill.teacher: {distill.teacher!r} is inside trainer.output_dir {trainer.output_dir!r}, "
+                          f"which trainer.overwrite_output_dir replaces: the teacher would be moved aside before the "
+                          f"student learns from it; copy it out first (cp -rL), or write the student elsewhere")
     saved = bundle.saved_config(distill.teacher)
     teacher_type, teacher_reader = saved["model"].get("type"), saved["dataset_reader"].get("type")
     if teacher_reader != data.type:
