@@ -810,6 +810,19 @@ def edited_record_case(id, edit, *facts):
     case(id, "output folder", *facts, stage=RUN)(build)
 
 
+@case("reproduce-after-config-json-was-edited", "output folder", r"config\.json", r"settings changed", stage=RUN)
+def _(ws):
+    """Issue 42, item 15: the settings a reproduction re-runs are the recorded ones, or it says why not."""
+    out = ws.prior_run()
+    path = os.path.join(out, "config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config["trainer"]["learning_rate"] = config["trainer"]["learning_rate"] * 2
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    return ["--param_path", path, "--do", "reproduce"]
+
+
 edited_record_case("reproduce-record-without-data", lambda r: {k: v for k, v in r.items() if k != "data"},
                    r"run_record\.json", r"'data' is missing")
 edited_record_case("reproduce-record-a-json-list", lambda r: [r], r"run_record\.json", r"JSON list")

@@ -68,9 +68,13 @@ def build(plan, prepared, result, described, folder, command=None):
         record["trained_by"] = before.get("trained_by") or before.get("command")
         if before.get("distill") and "distill" not in record:  # how the model was trained: an eval keeps it
             record["distill"] = before["distill"]
+        if before.get("settings_sha256"):
+            record["settings_sha256"] = before["settings_sha256"]
         record["limitations"] = _limitations(record)
     elif plan.do.trains:  # what --do reproduce re-runs, whatever a later eval records beside it
         record["trained_by"] = {**record["command"], "do": list(plan.do)}
+        if os.path.isfile(folder.config):  # the settings it trained with: --do reproduce refuses an edited copy
+            record["settings_sha256"] = files.file_sha256(folder.config)
     return record
 
 

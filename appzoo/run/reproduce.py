@@ -42,6 +42,7 @@ def reproduce(config, param_path, argv=(), overrides=()):
     _check_overrides(overrides, folder)
     recorded = _record(folder)
     _check_data(recorded, root)
+    _check_settings(recorded, folder)
     target = _next_folder(folder)
     do = (recorded.get("trained_by") or {}).get("do") or recorded["do"]  # the training's modes, not a later eval's
     settings = _settings(folder, do, recorded, target)
@@ -54,6 +55,17 @@ def reproduce(config, param_path, argv=(), overrides=()):
     for line in comparison["summary"]:
         print(line)
     return 0
+
+
+def _check_settings(recorded, folder):
+    """Refuse, in one line, a config.json whose bytes changed since the run trained (its record keeps their
+    sha256; a record from before that is taken as it is): a reproduction re-runs the recorded settings."""
+    then = recorded.get("settings_sha256")
+    now = files.file_sha256(folder.config) if os.path.isfile(folder.config) else None
+    if then and now != then:
+        raise DataError(f"--do reproduce: {folder.config}: the run's settings changed since it trained (recorded "
+                        f"sha256 {then[:12]}, now {now[:12] if now else 'no file'}); a reproduction re-runs them as "
+                        f"recorded: put the file back, or train anew without --do reproduce")
 
 
 def _record(folder):
