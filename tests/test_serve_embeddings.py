@@ -187,6 +187,29 @@ def test_embedding_requests_past_max_queue_get_429_in_one_line_counted(served_ru
         assert 'appzoo_request_errors_total{code="429",route="/v1/embeddings"} 1.0' in metrics
 
 
+def test_an_embeddings_request_keeps_its_x_request_timeout(served_runs):
+    """Issue 42, item 18: a bad X-Request-Timeout is a 400 in one line; a request not answered within it a 504,
+    counted, and the server answers the next one."""
+    import threading
+
+    with live_server({"cls": os.path.join(served_runs["cls"], "best")}, engine="dygraph") as (base, app):
+        status, _, answer = request(base, "POST", "/v1/embeddings", {"model": "cls", "input": ["a"]},
+                                    {"X-Request-Timeout": "soon"})
+        assert (status, answer) == (400, {"error": "X-Request-Timeout: expected a number of seconds > 0, got 'soon'"})
+        model, release = app.state.models.loaded["cls"], threading.Event()
+        real = model.predictor.embed
+        model.predictor.embed = lambda texts: release.wait(30) and real(texts)  # held until released
+        status, _, answer = request(base, "POST", "/v1/embeddings", {"model": "cls", "input": ["a"]},
+                                    {"X-Request-Timeout": "0.3"})
+        release.set()
+        assert (status, answer) == (504, {"error": "model 'cls': no answer within the request's timeout of 0.3 s "
+                                                   "(X-Request-Timeout); retry later, or allow more time"})
+        model.predictor.embed = real
+        assert request(base, "POST", "/v1/embeddings", {"model": "cls", "input": ["a"]})[0] == 200
+        metrics = request(base, "GET", "/metrics")[2]
+        assert 'appzoo_request_errors_total{code="504",route="/v1/embeddings"} 1.0' in metrics
+
+
 def test_a_classifiers_vector_is_the_one_its_classifier_reads(served):
     """The text classifier's served vector is its pooled text vector: its linear layer on it gives the logits."""
     import paddle

@@ -260,13 +260,18 @@ def _openai_routes(app, models, config):
             embeddings.refuse(name, models.loaded)
         embeddings.check(model, dimensions)
         _check_count(model, "input", texts, "texts")
+        deadline = deadlines.of_request(request.headers, config)  # 400 for a bad X-Request-Timeout
         try:
             with model.in_flight():  # a reload retires this model once its requests are answered
-                embedded, notes = await run_in_threadpool(model.embed, texts)
+                embedded, notes = await asyncio.wait_for(run_in_threadpool(model.embed, texts, deadline.ends),
+                                                         deadline.left())
         except UserError as e:
             raise Failure(422, str(e)) from None
         except QueueFull as e:
             raise _busy(model, e) from None
+        except (DeadlineExceeded, asyncio.TimeoutError):  # still under way: its answer is not waited for
+            model.on_refused("deadline")
+            raise deadline.missed(name) from None
         answer = embeddings.answer(name, embedded, encoding)
         if notes:
             answer["notes"] = notes

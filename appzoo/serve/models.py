@@ -11,7 +11,7 @@ from appzoo.store import bundle
 from appzoo.errors import ConfigError
 from appzoo.inference.predictor import Predictor
 from appzoo.utils.progress import quiet
-from appzoo.serve.batcher import MicroBatcher, QueueFull
+from appzoo.serve.batcher import DeadlineExceeded, MicroBatcher, QueueFull
 
 
 def parse_models(specs, key_path="models"):
@@ -123,21 +123,28 @@ class ServedModel:
             out.append(value)
         return out, notes
 
-    def embed(self, texts):
+    def embed(self, texts, ends=None):
         """``(Embedded, notes)`` of one request's texts (``/v1/embeddings``), each cut at ``max_input_chars``
         first; DataError naming an input that is not a text; QueueFull when ``max_queue`` requests already wait.
 
         Not through the batcher: its batches run the engine's graph, which answers the task's outputs, while a
         text's vector comes from the Paddle model (:meth:`~appzoo.inference.predictor.Predictor.embed`). The
         texts of one request run in batches of ``max_batch_size``, and one request's at a time per model (a
-        lock), so that a burst of them does not run a model on every thread of the pool at once."""
+        lock), so that a burst of them does not run a model on every thread of the pool at once. ``ends``: the
+        request's deadline (``time.monotonic()`` seconds); DeadlineExceeded when the lock is not had by then."""
         texts, notes = self._cut_long(texts)
         if self._embeddings_waiting >= self.config.max_queue:
             raise QueueFull(f"{self._embeddings_waiting} embedding requests wait (max_queue={self.config.max_queue})")
         self._embeddings_waiting += 1  # a bound, so the GIL's atomicity is enough (off by one at worst)
         try:
-            with self._embedding, quiet():
-                embedded = self.predictor.embed(texts)
+            left = -1 if ends is None else max(ends - time.monotonic(), 0)
+            if not self._embedding.acquire(timeout=left):
+                raise DeadlineExceeded("no turn on the model before the deadline")
+            try:
+                with quiet():
+                    embedded = self.predictor.embed(texts)
+            finally:
+                self._embedding.release()
         finally:
             self._embeddings_waiting -= 1
         for i in embedded.cut:
