@@ -75,6 +75,9 @@ def configure_cpu(num_threads=None):
     os.environ.setdefault("OMP_NUM_THREADS", str(available_cores()))
     if _is_amd():
         os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+    # paddle's C++ warnings (glog level 1) say what its graph code does by design ("not support input out
+    # tensor for now!!!!!" at every export); errors (level 2) still print
+    os.environ.setdefault("GLOG_minloglevel", "2")
     return {
         "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"],
         "MKL_DEBUG_CPU_TYPE": os.environ.get("MKL_DEBUG_CPU_TYPE"),

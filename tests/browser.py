@@ -42,7 +42,9 @@ def chromium(width=1280, height=1000):
 
 
 def open_page(driver, path):
+    """Load ``path`` and wait for its web fonts (report.html carries its CJK glyphs): what a person sees."""
     driver.get("file://" + os.path.abspath(path))
+    driver.execute_async_script("document.fonts.ready.then(() => arguments[arguments.length - 1]())")
 
 
 def screenshot(driver, path, out, max_height=6000):

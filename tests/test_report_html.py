@@ -67,7 +67,8 @@ def test_the_page_is_self_contained_and_escapes_the_texts(tmp_path):
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', page)
     assert "training curve" in images and "reliability diagram, dev" in images
     assert HOSTILE not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
-    assert page.count("<script>") == 1
+    assert page.count("<script>") == 2  # the page's own, and the one that adds its CJK font in <head>
+    assert page.index("new FontFace(") < page.index("<body>")
     assert "warning: class &#x27;科技&#x27; was never predicted on dev (F1 0, 3 in gold)" in page
 
 
@@ -143,6 +144,26 @@ def test_a_classification_page_renders_and_filters_by_gold_and_predicted_class(c
     choose(driver, "split", "*")
     texts = [r.find_elements("css selector", "td")[5].text for r in visible_rows(driver)]
     assert HOSTILE in texts, "the hostile text shows as text, not as markup"
+
+
+def test_the_chinese_of_a_page_is_drawn_with_the_font_it_carries(chromium, tmp_path):
+    """Issue 42, item 21: report.html carries the glyphs of its Chinese (a subset of the bundled Noto Sans CJK SC,
+    inlined as WOFF), so no CJK font on the machine is needed: Chromium draws a Chinese cell with that web font
+    (DevTools' CSS.getPlatformFontsForNode), and every character of it has a glyph there."""
+    from appzoo.utils.fonts import WEBFONT
+    from appzoo.reports import html as report_html
+
+    assert f'"{WEBFONT}"' in report_html.STYLE
+    driver = opened(chromium, classification_run(tmp_path))
+    cell = next(r for r in visible_rows(driver) if r.get_attribute("data-gold") == "科技")
+    driver.execute_cdp_cmd("DOM.enable", {})
+    driver.execute_cdp_cmd("CSS.enable", {})
+    root = driver.execute_cdp_cmd("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    found = driver.execute_cdp_cmd("DOM.querySelector", {"nodeId": root, "selector": "#mistakes tbody tr td:nth-child(3)"})
+    fonts = driver.execute_cdp_cmd("CSS.getPlatformFontsForNode", {"nodeId": found["nodeId"]})["fonts"]
+    assert cell.find_elements("css selector", "td")[2].text == "科技"
+    # the web font, not a system one (whose name it keeps inside: Noto Sans CJK SC), has both glyphs
+    assert [(f["isCustomFont"], f["glyphCount"]) for f in fonts] == [(True, 2)], fonts
 
 
 def test_an_ner_page_highlights_gold_and_predicted_entities(chromium, tmp_path):

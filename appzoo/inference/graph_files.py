@@ -12,6 +12,8 @@ import contextlib
 import io
 import logging
 import os
+import sys
+import tempfile
 
 from appzoo.errors import RunError, UserError, first_line
 from appzoo.utils.files import read_json
@@ -53,7 +55,7 @@ def onnx_model(folder):
     import paddle2onnx
 
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _c_output_kept_out():
             data = paddle2onnx.export(graph, params, save_file=None, opset_version=13, auto_upgrade_opset=True)
     except Exception as e:  # paddle2onnx logs the cause and leaves its result unset
         raise RunError(f"{graph}: paddle2onnx could not convert the graph to ONNX ({type(e).__name__}: "
@@ -91,6 +93,26 @@ def _fuse(path):
     finally:
         if os.path.exists(folded):
             os.remove(folded)
+
+
+@contextlib.contextmanager
+def _c_output_kept_out():
+    """Within the block, what C code prints to the process's stdout and stderr (paddle2onnx's "[Paddle2ONNX] ..."
+    lines, which Python's own redirection does not reach) goes to a temporary file and is dropped: the
+    conversion's outcome is said by the caller, in one line."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import os
 from appzoo.store.archive import RunFolder
 from appzoo.store.run_files import BY_KEY
 from appzoo.utils.files import read_json, read_jsonl, write_text
+from appzoo.utils.fonts import cjk_webfont
 from appzoo.reports import label_issues
 from appzoo.metrics import scalars
 from appzoo.store.run_result import SPLITS, RunResult
@@ -27,8 +28,8 @@ MAX_MATRIX = 60
 PAGE = BY_KEY["report_html"].name  # a sweep's page has the name of a run's
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Microsoft YaHei",sans-serif;
- margin:0 auto;max-width:1200px;padding:0 24px 48px;color:#1f2328}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","appzoo CJK","Noto Sans CJK SC","Microsoft YaHei",sans-serif;
+ margin:0 auto;max-width:1200px;padding:0 24px 48px;color:#1f2328}select,option,input,button{font:inherit}
 h1{font-size:24px;margin:24px 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d0d7de}
 h3{font-size:15px;margin:20px 0 6px}
 table{border-collapse:collapse;margin:6px 0 14px}th,td{padding:3px 8px;border:1px solid #d0d7de;text-align:left;
@@ -82,12 +83,13 @@ def esc(value):
 
 
 def page(title, body):
-    """A whole page: ``body`` is a list of HTML strings."""
+    """A whole page: ``body`` is a list of HTML strings; the glyphs of its Chinese come with it
+    (:func:`appzoo.utils.fonts.cjk_webfont`), so it reads the same on a machine with no CJK font."""
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="zh-CN"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">',  # no favicon request: the page loads nothing
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
+        f"<title>{esc(title)}</title>{cjk_webfont(title + ''.join(body))}<style>{STYLE}</style></head><body>",
         *body, f"<script>{SCRIPT}</script>", "</body></html>", ""])
 
 

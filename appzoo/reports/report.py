@@ -124,7 +124,7 @@ def _plots(output_dir, metrics, history, labels):
             ax.plot([r["step"] for r in dev], [r["dev_loss"] for r in dev], "o-", label="dev loss")
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
-        ax.legend()
+        handles, names = ax.get_legend_handles_labels()
         if dev:
             metric = (result.best or {}).get("metric")
             key = f"dev_{metric}"
@@ -133,7 +133,11 @@ def _plots(output_dir, metrics, history, labels):
                 right.plot([r["step"] for r in dev], [r[key] for r in dev], "s--", color="tab:green",
                            label=f"dev {metric}")
                 right.set_ylabel(f"dev {metric}")
-                right.legend(loc="center right")
+                more = right.get_legend_handles_labels()
+                handles, names = handles + more[0], names + more[1]
+        # one legend below the axes: inside, it covered the last points (a one-epoch run's only dev point)
+        ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8,
+                  frameon=False)
         ax.set_title("Training curve")
         fig.tight_layout()
         _save(fig, os.path.join(folder, "training_curve.png"))
