@@ -341,6 +341,50 @@ def test_a_second_ctrl_c_stops_at_once_with_130(served_runs, monkeypatch, capsys
                                                         "requests in flight")
 
 
+def test_a_second_ctrl_c_with_requests_in_flight_exits_130_in_one_line_not_abort(served_runs):
+    """Issue 42, item 12: the command line's server, stopped by two Ctrl-C while clients keep requests under way
+    (inside paddle's C++ code on the pool's threads), exits 130 with its one line, not SIGABRT's 200 lines."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "appzoo.serve", os.path.join(served_runs["cls"], "best"),
+                                "--port", "0", "--engine", "dygraph", "--max-batch-size", "1"],
+                               stderr=subprocess.PIPE, text=True, env=env)
+    stop, busy = threading.Event(), []
+
+    def client(base):
+        for _ in range(200):  # bounded: the server is gone long before
+            if stop.is_set():
+                return
+            try:
+                busy.append(request(base, "POST", "/predict", {"inputs": ["一段要分类的文本"] * 64}, timeout=10)[0])
+            except OSError:
+                return
+
+    try:
+        first = process.stderr.readline()
+        assert first.startswith("serving "), first
+        base = first.split(" on ")[1].split("/ ")[0]
+        wait_ready(base)
+        clients = [threading.Thread(target=client, args=(base,)) for _ in range(4)]
+        for c in clients:
+            c.start()
+        ends = time.monotonic() + 30
+        while len(busy) < 4 and time.monotonic() < ends:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(60)
+        rest = process.stderr.read()
+    finally:
+        stop.set()
+        if process.poll() is None:
+            process.kill()
+    assert code == 130, (code, rest[-3000:])
+    assert "terminate called" not in rest and "Traceback" not in rest, rest[-3000:]
+    assert rest.strip().splitlines()[-1] == ("stopped at once (a second Ctrl-C), without waiting for the requests "
+                                             "in flight")
+
+
 # ---- a route, added as the newcomer's map says (docs/architecture.md) ------------------------------
 def test_a_route_added_to_a_route_group_answers_and_refuses_in_one_line(served_runs, monkeypatch):
     """A new route is a function in one of app.py's route groups; the app's handlers then answer its refusals

@@ -99,6 +99,10 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
     if server.force_exit:  # uvicorn's second Ctrl-C: no drain, no answer to what was in flight
         app.state.models.stop(0)
         print("stopped at once (a second Ctrl-C), without waiting for the requests in flight", file=sys.stderr)
+        if keep_signal_handlers:  # the command line's process ends here: requests still inside paddle's or ONNX
+            sys.stdout.flush()  # Runtime's C++ code on the pool's threads would abort the interpreter's
+            sys.stderr.flush()  # teardown (SIGABRT, "terminate called without an active exception")
+            os._exit(128 + signal.SIGINT)
         return _leave_loading(app.state.models.loader, 0, 128 + signal.SIGINT)
     print("stopped: every request in flight was answered" if stops else "stopped", file=sys.stderr)
     return _leave_loading(app.state.models.loader, config.drain_timeout_s, 0)
