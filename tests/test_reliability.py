@@ -303,6 +303,9 @@ def test_resume_with_a_larger_max_steps_trains_longer(param_file, straight, tmp_
     assert cli(param_file, out, "--set", "trainer.resume=true", "--set", "trainer.max_steps=8") == 0
     said = capsys.readouterr().out
     assert "the run was planned for 6 steps and now goes on to 8; the learning-rate schedule was rebuilt" in said
+    # a finished run keeps no optimizer state (issue 42, item 23: twice the model, read by a longer run alone)
+    assert not os.path.exists(os.path.join(archive.RunFolder(straight).latest_checkpoint(), archive.OPTIMIZER_FILE))
+    assert "the optimizer starts afresh" in said
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         assert json.load(f)["train"]["steps"] == 8
     assert archive.RunFolder(out).latest_checkpoint().endswith("step-8")

@@ -148,6 +148,10 @@ class TrainerConfig:
     patience: Annotated[int, Key("stop after this many evaluations without improvement (0: never stop early)",
                                  ge=0)] = 0
     keep_checkpoints: Annotated[int, Key("checkpoints/step-N folders kept for resuming (the newest)", ge=1)] = 1
+    keep_optimizer_state: Annotated[bool, Key(
+        "keep the optimizer's state in checkpoints/ once training has finished (about twice the model's size), so "
+        "that a longer run (trainer.resume with more steps) goes on exactly; false: a finished run's checkpoints "
+        "keep the model and the schedule, and a longer run goes on with a fresh optimizer state")] = False
     resume: Annotated[Union[bool, str], Key(
         "continue training from the newest checkpoint in output_dir (true), from this checkpoint folder, or "
         "(auto) from the newest checkpoint when there is one and as a new run when output_dir holds none: "

@@ -363,7 +363,8 @@ class Trainer:
 
     def _resume(self, saved):
         self.model.set_state_dict(saved["model"])
-        self._load_optimizer_state(saved["optimizer"])
+        if saved["optimizer"] is not None:  # None: a finished run kept no optimizer state (keep_optimizer_state)
+            self._load_optimizer_state(saved["optimizer"])
         scheduler = dict(saved["scheduler"])
         scaler = scheduler.pop("grad_scaler", None)
         self.scheduler.set_state_dict(scheduler)
@@ -382,6 +383,9 @@ class Trainer:
             if self.is_main:
                 note(f"note: trainer.resume: the run was planned for {planned} steps and now goes on to "
                      f"{self._total}; the learning-rate schedule was rebuilt for the new length")
+            if self.is_main and saved["optimizer"] is None:
+                note("note: trainer.resume: the finished run kept no optimizer state (trainer.keep_optimizer_state "
+                     "false): the optimizer starts afresh, so this is not the run a longer one would have been")
         self.reader.load_state(saved["reader_state"])
 
     def _optimizer_state(self):

@@ -263,6 +263,17 @@ class RunFolder:
                 steps.append((int(step), name))
         return [os.path.join(self.checkpoints, n) for _, n in sorted(steps)]
 
+    def drop_optimizer_state(self):
+        """A finished run's checkpoints without the optimizer's state (the model and the schedule stay, so the
+        run can still be resumed, with a fresh optimizer); the bytes freed."""
+        freed = 0
+        for folder in self.checkpoint_folders():
+            path = os.path.join(folder, OPTIMIZER_FILE)
+            if os.path.isfile(path):
+                freed += os.path.getsize(path)
+                os.remove(path)
+        return freed
+
     def latest_checkpoint(self):
         found = self.checkpoint_folders()
         return found[-1] if found else None
@@ -312,11 +323,19 @@ class RunFolder:
         if not os.path.exists(os.path.join(folder, MARKER)):
             raise UserError(f"trainer.resume: {folder!r} is not a complete checkpoint folder (no {MARKER} marker)")
         return {"model": load_weights(os.path.join(folder, bundle_files.PICKLED_MODEL_FILE)),
-                "optimizer": load_weights(os.path.join(folder, OPTIMIZER_FILE)),
+                "optimizer": self._optimizer_of(folder),
                 "scheduler": load_weights(os.path.join(folder, SCHEDULER_FILE)),
                 "state": read_json(os.path.join(folder, STATE_FILE), "trainer state"),
                 "reader_state": read_json(os.path.join(folder, bundle_files.READER_STATE_FILE), "reader state"),
                 "config": read_json(os.path.join(folder, bundle_files.CONFIG_FILE), "config of a checkpoint")}
+
+    @staticmethod
+    def _optimizer_of(folder):
+        """A checkpoint's optimizer state; None where a finished run dropped it (:meth:`drop_optimizer_state`)."""
+        path = os.path.join(folder, OPTIMIZER_FILE)
+        if not os.path.exists(path) and read_json(os.path.join(folder, STATE_FILE), "trainer state").get("finished"):
+            return None
+        return load_weights(path)
 
     @staticmethod
     def checkpoint_meta(folder, key_path="trainer.resume"):

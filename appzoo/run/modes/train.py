@@ -32,6 +32,11 @@ class Train:
         if resume and state.finished and state.global_step == resume_step:
             note(f"note: the run in {plan.trainer.output_dir} had finished (step {state.global_step}); "
                  f"trainer.resume trains no further")
+        if state.finished and trainer.is_main and not plan.trainer.keep_optimizer_state:
+            freed = folder.drop_optimizer_state()  # what only a longer resumed run would read: twice the model
+            if freed:
+                note(f"note: training finished: checkpoints/ keeps the model and the schedule, not the optimizer's "
+                     f"state ({freed / 1e6:.1f} MB; trainer.keep_optimizer_state keeps it)")
         result = ctx.result
         result.best = {"step": state.best_step if dev else state.global_step,
                        "metric": trainer.metric if dev else None, "value": state.best_metric}
