@@ -13,6 +13,7 @@ SIGHUP reloads every model from its folder (:mod:`appzoo.serve.repository`),
 one line each on stderr; a model that fails to load serves on as it was.
 """
 import errno
+import logging
 import os
 import signal
 import socket
@@ -80,6 +81,8 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
     app = create_app(specs, config, threads, on_load_error=on_load_error, api_keys=api_keys,
                      allowed_hosts=auth.allowed_hosts(config))
     server = uvicorn.Server(uvicorn_config(app, config))
+    quiet_after_force = lambda record: not server.force_exit  # noqa: E731 - the cancelled tasks' tracebacks
+    logging.getLogger("uvicorn.error").addFilter(quiet_after_force)  # of a second Ctrl-C: its one line says it
     stops = []
     previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM)}  # uvicorn raises a caught signal again at its end
@@ -93,6 +96,7 @@ def serve(specs, config, threads, *, ready_message=True, keep_signal_handlers=Fa
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_IGN if keep_signal_handlers else handler)
         sock.close()
+        logging.getLogger("uvicorn.error").removeFilter(quiet_after_force)
     if failed:
         print(f"error: {failed[0]}", file=sys.stderr)
         return 2
