@@ -1,6 +1,7 @@
 """Plots with Chinese labels draw their characters (the CJK fallback font of appzoo.utils.fonts), with no glyph warning."""
 import contextlib
 import logging
+import os
 import warnings
 
 from appzoo.reports import report
@@ -62,3 +63,49 @@ def test_every_plot_gets_pyplot_through_appzoo_fonts():
     direct = [str(p.relative_to(root)) for p in sources
               if "matplotlib" in p.read_text(encoding="utf-8") and p != root / "appzoo" / "utils" / "fonts.py"]
     assert not direct, f"plot through appzoo.utils.fonts.pyplot(), not matplotlib directly: {direct}"
+
+
+def test_the_training_curves_legend_is_below_the_axes_where_it_covers_no_point(tmp_path, monkeypatch):
+    """Issue 42, item 22: inside the axes the legend covered a one-epoch run's only dev point (at the right)."""
+    from appzoo.reports import report
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: figures.append(fig))
+    history = [{"step": s, "loss": 1.0 / s} for s in range(1, 5)] + [{"step": 4, "dev_loss": 0.3, "dev_macro_f1": 0.5}]
+    metrics = {"best": {"step": 4, "metric": "macro_f1", "value": 0.5}, "dev": {"macro_f1": 0.5}}
+    report._plots(str(tmp_path), metrics, history, ["a", "b"])
+    fig = figures[0]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["train loss", "dev loss", "dev macro_f1"]
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0  # wholly below the plotting area
+    assert all(other.get_legend() is None for other in fig.axes[1:])
+
+
+def test_a_bar_into_a_file_is_a_plain_line_not_redraws():
+    """Issue 42, item 24: into a redirected log, a bar writes whole lines (no carriage returns), at its start, at
+    most once per LOG_INTERVAL, and at its end."""
+    import io
+
+    from appzoo.utils import progress
+
+    log = io.StringIO()
+    for _ in progress.progress(range(1000), desc="steps", file=log):
+        pass
+    text = log.getvalue()
+    assert "\r" not in text and text.endswith("\n")
+    lines = text.splitlines()
+    assert len(lines) <= 3 and lines[-1].startswith("steps: 100%") and "1000/1000" in lines[-1]
+
+
+def test_paddles_own_warnings_are_off_unless_the_environment_says(monkeypatch):
+    from appzoo import env
+
+    monkeypatch.delenv("GLOG_minloglevel", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))  # put back after the test
+    env.configure_cpu()
+    assert os.environ["GLOG_minloglevel"] == "2"
+    monkeypatch.setenv("GLOG_minloglevel", "0")
+    env.configure_cpu()
+    assert os.environ["GLOG_minloglevel"] == "0"

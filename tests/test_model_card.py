@@ -276,3 +276,17 @@ def test_a_reproduction_elsewhere_states_each_difference():
     assert drifted["verdict"] == "different" and drifted["summary"][1] == \
         "  test macro_f1: recorded 0.25, now 0.5 (+0.25)"
     assert drifted["metrics"]["test"]["macro_f1"]["difference"] == 0.25
+
+
+def test_the_cards_wording_reads_right():
+    """Issue 42, item 28: a version as its release is named, no "every class has at least N" as a limitation,
+    and a teacher's scores beside the student's."""
+    from appzoo.reports import card
+
+    assert card._release("2.8.1.post") == "2.8.1" and card._release("3.3.1") == "3.3.1"
+    record = {"limitations": {"few_training_examples": {}, "few_threshold": 20, "rarest_in_training": {},
+                              "training_examples": 10, "longer_than_max_seq_len": {}},
+              "data": {"train": {"examples": 10}}, "max_seq_len": 8}
+    limits = card._limitations(record)
+    assert not any("every class has at least" in line for line in limits)
+    assert limits[2] == "- none found: no class with fewer than 20 training examples, no input longer than max_seq_len"
