@@ -197,11 +197,8 @@ def test_a_distilled_classifier_resumes_exactly_and_its_teacher_runs_once_per_ex
         card = f.read()
     assert (f"- distilled from: {literal(cls_teacher)} (temperature 3, soft-loss weight 0.7; the teacher's "
             f"logits: onnxruntime)") in card
-    # the teacher's own scores beside the student's (issue 42, item 28), from the teacher's run folder
-    teacher_metrics = read_json(os.path.join(os.path.dirname(cls_teacher), "metrics.json"))
-    assert record["teacher_scores"]["dev"]["macro_f1"] == teacher_metrics["dev"]["macro_f1"]
-    [line] = [line for line in card.splitlines() if line.startswith("- the teacher's scores: ")]
-    assert f"dev accuracy {teacher_metrics['dev']['accuracy']:.4f} (this model: " in line
+    # the teacher's own scores go beside the student's where its run evaluated it; this one only trained
+    assert record["teacher_scores"] == {} and "- the teacher's scores: " not in card
 
 
 @pytest.mark.slow  # trains
@@ -351,3 +348,25 @@ def test_the_record_names_every_engine_that_computed_teacher_rows():
     said = lambda rows: Teacher.engines_said(SimpleNamespace(rows_by_engine=rows))  # noqa: E731
     assert said({}) == "cached" and said({"onnxruntime": 20000}) == "onnxruntime"
     assert said({"dygraph": 62, "onnxruntime": 20000}) == "onnxruntime (20,000 rows), dygraph (62 rows)"
+
+
+def test_the_card_shows_the_teachers_scores_beside_the_students(tmp_path):
+    """Issue 42, item 28: the record keeps the scores of the teacher's run (its metrics.json), and the card puts
+    each beside the student's own."""
+    from appzoo.reports import card
+    from appzoo.reports.record import _scores_of
+
+    run = tmp_path / "teacher"
+    (run / "best").mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"dev": {"accuracy": 0.9, "macro_f1": 0.8, "confusion_matrix": [[1]]},
+                                                  "test": {"accuracy": 0.85}}), encoding="utf-8")
+    scores = _scores_of(str(run / "best"))
+    assert scores == {"dev": {"accuracy": 0.9, "macro_f1": 0.8}, "test": {"accuracy": 0.85}}
+    record = {"model": "ErnieFcClassification", "encoder": {"kind": "k", "source": "s", "licence": "l"},
+              "distill": {"teacher": "t/best", "temperature": 3.0, "alpha": 0.7, "engine": "onnxruntime",
+                          "teacher_scores": scores},
+              "metrics": {"dev": {"scalars": {"accuracy": 0.8, "macro_f1": 0.7}}}}
+    text = "\n".join(card._model(record))
+    assert ("- the teacher's scores: dev accuracy 0.9000 (this model: 0.8000); dev macro_f1 0.8000 (this model: "
+            "0.7000)") in text
+    assert _scores_of(str(tmp_path / "nowhere" / "best")) == {}
