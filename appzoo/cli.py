@@ -326,12 +326,13 @@ def parse_do(text):
 
 def error_line(error, param_path, overrides=()):
     """The one line printed for a :class:`UserError`: ``error: ...``, a key path prefixed with where its value
-    came from: the ``--set`` that gave it (``overrides``), else the param file."""
+    came from: ``--set`` when one of ``overrides`` gave it (``error: --set trainer.epochs: must be >= 1, got 0``),
+    else the param file."""
     message = str(error)
     key_path = message.split(":", 1)[0].split("[", 1)[0]
     given = [item for item in overrides if item.partition("=")[0].strip() in _enclosing(key_path)]
     if isinstance(error, ConfigError) and given and not message.startswith("--set"):
-        message = f"--set {given[-1]}: {message}"  # the command line's value, not the file's
+        message = f"--set {message}"  # the command line's value (--set KEY.PATH=...), not the param file's
     elif isinstance(error, ConfigError) and param_path and not message.startswith((param_path, "--set")):
         message = f"{param_path}: {message}"  # a key path: say which param file it is in
     return f"error: {message}"

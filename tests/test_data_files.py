@@ -312,7 +312,7 @@ def test_cli_prints_one_line_for_a_file_that_is_not_utf8(tmp_path, capsys):
 
 def test_cli_refuses_an_unknown_encoding_before_writing_anything(tmp_path, capsys):
     assert cli(tmp_path, "dataset_reader.encoding=xyz") == 2
-    assert capsys.readouterr().err == f"error: {EXAMPLE}: dataset_reader.encoding: unknown encoding 'xyz'\n"
+    assert capsys.readouterr().err == "error: --set dataset_reader.encoding: unknown encoding 'xyz'\n"
     assert not (tmp_path / "out").exists()
 
 

@@ -270,7 +270,8 @@ def test_each_distill_refusal_is_one_line(teachers, tmp_path, capsys):
                                  *[a for s in sets for a in ("--set", s)]])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and not os.path.exists(out), err
-        return err[0].replace(f"error: {param_path}: ", "error: ")  # a plan error names the param file first
+        # a plan error names the param file first, or --set for a key the command line set
+        return err[0].replace(f"error: {param_path}: ", "error: ").replace("error: --set ", "error: ")
 
     assert refused(CLS, "distill.alpha=0.5") == (
         "error: distill.teacher: required key is missing (the best/ folder of a trained run of the same task, e.g. "
@@ -334,7 +335,7 @@ def test_a_transfer_file_is_labelled_by_the_teacher_and_learnt_on(teachers, tmp_
     assert capsys.readouterr().err.strip() == f"error: distill.transfer: {empty} holds no inputs"
     assert _student(CLS, str(tmp_path / "none"), cls_teacher, "--set", f"distill.transfer={tmp_path}/no.tsv") == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: {CLS}: distill.transfer: no such file '{tmp_path}/no.tsv' (a file of unlabelled inputs in the "
+        f"error: --set distill.transfer: no such file '{tmp_path}/no.tsv' (a file of unlabelled inputs in the "
         f"training file's format)")
 
 

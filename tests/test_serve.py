@@ -205,7 +205,7 @@ def test_do_serve_alone_and_a_bad_serve_key_in_the_param_file(served_runs, capsy
     assert "serve runs alone" in capsys.readouterr().err
     assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={run}", "--set",
                              "serve.max_batch_size=0", "--do", "serve"]) == 2
-    assert capsys.readouterr().err == f"error: {example}: serve.max_batch_size: must be >= 1, got 0\n"
+    assert capsys.readouterr().err == "error: --set serve.max_batch_size: must be >= 1, got 0\n"
     assert run_trainer.main(["--param_path", example, "--set", f"trainer.output_dir={run}", "--set",
                              "serve.prot=1", "--do", "eval"]) == 2  # planning a run checks the section too
     assert "serve.prot: unknown key" in capsys.readouterr().err
