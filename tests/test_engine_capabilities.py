@@ -102,3 +102,5 @@ def test_the_predictor_refuses_an_unknown_keyword_and_a_spec_with_keywords():
         _spec(InferenceSpec(), None, {"precision": "fp32"})
     with pytest.raises(ConfigError, match=r"^precision: 'fp16' is not a precision"):
         _spec(None, None, {"precision": "fp16"})
+    with pytest.raises(ConfigError, match=r"^sensitivity_examples: must be >= 1, got 0$"):  # every field, by its Key
+        _spec(None, None, {"sensitivity_examples": 0})

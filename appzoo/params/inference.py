@@ -123,10 +123,9 @@ class InferenceSpec:
             raise ConfigError(f"{paths['quantization']}: {self.quantization!r} is not a quantization"
                               f"{did_you_mean(self.quantization, QUANTIZATIONS)} "
                               f"(accepted: {', '.join(QUANTIZATIONS)})")
-        check_value(paths["calibration_examples"], self.calibration_examples, CalibrationExamples)
-        check_value(paths["threads"], self.threads, _Threads)
-        check_value(paths["keep_fp32"], self.keep_fp32, KeepFp32)
-        check_value(paths["sensitivity_examples"], self.sensitivity_examples, SensitivityExamples)
+        for field in dataclasses.fields(self):  # every other key by its annotation: a new one is checked too
+            if field.name not in ("engine", "precision", "quantization"):
+                check_value(paths[field.name], getattr(self, field.name), field.type)
         return self
 
     def needs_dev(self):
