@@ -29,7 +29,7 @@ def trained(tmp_path_factory):
 
 def test_output_folder_contract(trained):
     for name in ("config.json", "train_log.jsonl", "metrics.json", "predictions.jsonl", "report.md", "report.html",
-                 "best/model_state.pdparams", "best/labels.json", "best/config.json", "best/encoder/vocab.txt",
+                 "best/model.safetensors", "best/labels.json", "best/config.json", "best/encoder/vocab.txt",
                  "best/encoder/config.json", "plots/training_curve.png", "plots/confusion_test.png"):
         assert os.path.isfile(os.path.join(trained, name)), name
     assert os.listdir(os.path.join(trained, "checkpoints")) == ["step-6"]  # keep_checkpoints=1
