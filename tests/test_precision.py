@@ -256,7 +256,7 @@ def test_one_inference_spec_is_checked_once_under_each_sections_key_paths(traine
         Predictor(best, engine="onnxruntime", precision="int8", quantization="statc")
     with pytest.raises(ConfigError, match=r"^num_threads: must be >= 1, got 0$"):
         Predictor(best, num_threads=0)
-    with pytest.raises(TypeError, match="give spec, or engine"):
+    with pytest.raises(TypeError, match=r"give spec or its keywords \(engine\), not both"):
         Predictor(best, engine="onnxruntime", spec=InferenceSpec())
     assert Predictor(best, spec=InferenceSpec()).spec == InferenceSpec()
 
