@@ -146,7 +146,9 @@ CASES = [
 @pytest.fixture(scope="module")
 def server(served_runs):
     specs = {"cls": served_runs["cls"], "ner": served_runs["ner_crf"], "pointwise": served_runs["pointwise"]}
-    with live_server({k: os.path.join(v, "best") for k, v in specs.items()}, max_body_bytes=1_100_000) as (base, _):
+    # allowed_hosts "*": the raw-HTTP cases send a made-up Host (x); the Host check: tests/test_serve_security.py
+    with live_server({k: os.path.join(v, "best") for k, v in specs.items()}, max_body_bytes=1_100_000,
+                     allowed_hosts=["*"]) as (base, _):
         yield base
 
 
@@ -387,7 +389,7 @@ def test_more_connections_than_file_descriptors_is_refused_at_start():
 def bare():
     """A server whose model never loads (the HTTP layer answers the same), with 1 s timeouts (2 s: a body's)."""
     with live_server({"cls": "/nowhere/best"}, load=False, read_timeout_s=1, idle_timeout_s=1,
-                     body_timeout_s=2) as (base, _):
+                     body_timeout_s=2, allowed_hosts=["*"]) as (base, _):  # raw HTTP, Host: x
         yield base
 
 
