@@ -248,7 +248,7 @@ simple("label-file-missing", "param keys", (r"dataset_reader\.label_file|labels_
 simple("set-trainer-5", "--set", (r"\btrainer\b", r"\b5\b"), sets=["trainer=5"])
 
 
-@case("audit-folds-above-every-class", "--set", r"trainer\.audit_folds", r"largest class has \d+ training", stage=RUN)
+@case("audit-folds-above-every-class", "--set", r"trainer\.audit_folds", r"largest class has \d+ training", stage=READ)
 def _(ws):
     """Issue 42, item 9: more folds than the largest class has examples, though not than there are examples."""
     params = ws.params(CLS)

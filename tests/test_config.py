@@ -178,7 +178,10 @@ def test_unknown_model_type_suggests(config):
 def test_existing_output_dir_is_not_overwritten(config, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "config.json").write_text(json.dumps(config))  # what a run writes first
+    (out / "config.json").write_text(json.dumps(config))  # a param file's tree: the user's, not a run's
+    with pytest.raises(ConfigError, match=r"holds files no run wrote \(config\.json\)"):
+        validate(config)
+    (out / ".appzoo-run").write_text("{}")  # what a run writes first, when it takes the folder
     validate(config)  # a run that saved no model yet may be redone
     (out / "best").mkdir()
     validate(config)  # a best/ whose save never completed does not count either
@@ -375,7 +378,7 @@ def test_bad_loss_for_the_model_names_the_fitting_losses(tmp_path, capsys):
     assert cli(tmp_path, "--set", "model.loss.name=circle") == 2
     err = capsys.readouterr().err
     assert "examples/cls_ernie_fc_with_focal.json" not in err  # the message names the file that was given
-    assert f"{EXAMPLE}: model.loss.name: 'circle' does not fit a classification model (losses that fit: asl, balanced_softmax, bce, ce" in err
+    assert "--set model.loss.name: 'circle' does not fit a classification model (losses that fit: asl, balanced_softmax, bce, ce" in err
     assert not (tmp_path / "out").exists()
 
 

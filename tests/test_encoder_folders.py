@@ -16,7 +16,7 @@ from appzoo.store import bundle
 from appzoo.encoders import (build_encoder, check_model_sources, load_encoder, max_positions, parse_encoder_spec,
                              saved_max_positions)
 from appzoo.errors import ConfigError, UserError
-from appzoo.utils.files import load_weights
+from appzoo.utils.files import load_tensors, load_weights
 
 EXAMPLE = "examples/cls_ernie_fc_ch.json"
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog"]
@@ -374,7 +374,7 @@ def best(trained_best, tmp_path):
 
 def test_saved_run_loads(best):
     encoder, tokenizer = load_encoder(str(best / "encoder"))
-    state = load_weights(str(best / "model_state.pdparams"))
+    state = load_tensors(str(best / "model.safetensors"))  # a best/'s weights: safetensors (issue 42, SEC1)
     assert any(k.endswith("embeddings.word_embeddings.weight") for k in state)
     assert saved_max_positions(str(best / "encoder")) == 512
     bundle.check(str(best), max_seq_len=64)
@@ -385,10 +385,10 @@ def test_saved_run_loads(best):
 
 @pytest.mark.parametrize("damage", WEIGHT_DAMAGE, ids=lambda f: f.__name__)
 def test_corrupt_saved_weights(best, damage):
-    path = best / "model_state.pdparams"
+    path = best / "model.safetensors"
     damage(path)
-    pattern = rf"{re.escape(str(path))}: cannot be read as Paddle weights \(.+\); the file is truncated or corrupt"
-    for step in (lambda: load_weights(str(path)), lambda: bundle.check(str(best))):
+    pattern = rf"{re.escape(str(path))}: cannot be read as safetensors weights \(.+\); the file is truncated or corrupt"
+    for step in (lambda: load_tensors(str(path)), lambda: bundle.check(str(best))):
         with pytest.raises(UserError) as info:
             step()
         assert re.fullmatch(pattern, str(info.value)), str(info.value)
@@ -431,10 +431,10 @@ def test_damaged_saved_encoder(best, case):
 
 
 def test_damaged_saved_run_through_the_cli(best, tmp_path, capsys):
-    truncate(best / "model_state.pdparams")
+    truncate(best / "model.safetensors")
     assert cli(tmp_path, f"trainer.init_from={best}", do="eval") == 2
     err = one_line(capsys)
-    assert f"{best}/model_state.pdparams: cannot be read as Paddle weights" in err
+    assert f"{best}/model.safetensors: cannot be read as safetensors weights" in err
     os.remove(best / "encoder" / "vocab.txt")
     assert cli(tmp_path, f"trainer.init_from={best}", do="eval") == 2
     assert f"{best}/encoder/vocab.txt: missing" in one_line(capsys)

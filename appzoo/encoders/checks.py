@@ -180,5 +180,6 @@ def check_state_file(path):
         raise UserError(f"{path}: no such file; the saved model is incomplete")
     problem = weights_problem(path)
     if problem:
-        raise UserError(f"{path}: cannot be read as Paddle weights ({problem}); the file is truncated or corrupt")
+        raise UserError(f"{path}: cannot be read as {_weights_kind(path)} weights ({problem}); the file is truncated "
+                        f"or corrupt")
 

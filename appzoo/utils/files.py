@@ -149,7 +149,7 @@ def load_tensors(path):
     try:
         return load_file(path)
     except (SafetensorError, OSError, ValueError) as e:
-        raise UserError(f"{path}: cannot be read as safetensors ({type(e).__name__}: "
+        raise UserError(f"{path}: cannot be read as safetensors weights ({type(e).__name__}: "
                         f"{first_line(e).replace(path, 'the file')}); the file is truncated or corrupt") from None
 
 
