@@ -83,13 +83,14 @@ def test_the_training_curves_legend_is_below_the_axes_where_it_covers_no_point(t
     assert all(other.get_legend() is None for other in fig.axes[1:])
 
 
-def test_a_bar_into_a_file_is_a_plain_line_not_redraws():
+def test_a_bar_into_a_file_is_a_plain_line_not_redraws(monkeypatch):
     """Issue 42, item 24: into a redirected log, a bar writes whole lines (no carriage returns), at its start, at
     most once per LOG_INTERVAL, and at its end."""
     import io
 
     from appzoo.utils import progress
 
+    monkeypatch.setattr(progress, "ENABLED", True)  # a run earlier in this process may have turned bars off
     log = io.StringIO()
     for _ in progress.progress(range(1000), desc="steps", file=log):
         pass
