@@ -479,7 +479,8 @@ def test_a_silent_connection_is_closed_after_idle_timeout_s_and_so_is_a_kept_ali
 
 
 def test_a_connection_over_max_connections_gets_503_and_the_others_are_served():
-    with live_server({"cls": "/nowhere/best"}, load=False, max_connections=2, idle_timeout_s=5) as (base, _):
+    with live_server({"cls": "/nowhere/best"}, load=False, max_connections=2, idle_timeout_s=5,
+                     allowed_hosts=["*"]) as (base, _):  # raw HTTP, Host: x
         host, port = base.split("//")[1].split(":")
         held = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
         try:
