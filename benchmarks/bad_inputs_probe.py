@@ -6,7 +6,8 @@ print the verdict counts: good / poor message / traceback / silent / data loss.
     python benchmarks/bad_inputs_probe.py --label after --serve   # and the server's hostile requests
 
 With ``--serve`` the checkout's server cases run too: its tests/test_serve_bad_requests.py (the request table,
-raw-socket framing, slow and silent clients, 64 MB bodies, limits) and the SIGTERM and start-up tests of
+raw-socket framing, slow and silent clients, 64 MB bodies, limits), tests/test_serve_security.py (hostile
+reloads, pickled weights, Host headers, simple-request POSTs) and the signal and start-up tests of
 tests/test_serve.py, against live servers on 127.0.0.1 in a pytest process of their own; each test is a case,
 good when it passes.
 
@@ -115,7 +116,8 @@ def main():
 
 
 #: the checkout's server tests that are hostile requests, signals or bad start-up settings
-SERVE_TESTS = ["tests/test_serve_bad_requests.py", "tests/test_serve.py::test_two_sigterms_under_load_answer_in_flight_requests_then_exit_0",
+SERVE_TESTS = ["tests/test_serve_bad_requests.py", "tests/test_serve_security.py",
+               "tests/test_serve.py::test_two_sigterms_under_load_answer_in_flight_requests_then_exit_0",
                "tests/test_serve.py::test_a_sigterm_while_the_model_exports_exits_0_not_abort",
                "tests/test_serve.py::test_a_second_ctrl_c_stops_at_once_with_130"]
 
