@@ -395,13 +395,17 @@ def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, na
             assert all(len(v) == len(examples) for v in decoded.values())
 
 
-def test_the_afqmc_cosent_benchmark_plans(tmp_path):
-    """benchmarks/configs/mtch_afqmc_e5_cosent.json, the CoSENT bi-encoder sibling of mtch_afqmc_e5.json, plans
-    as written (its data stood in for by empty files), and its model and loss build on a tiny encoder."""
+@pytest.mark.parametrize("path,model_class,loss_class", [
+    ("benchmarks/configs/mtch_afqmc_e5_cosent.json", "ErnieMatchingSiameseCosine", "CoSENTLoss"),
+    ("benchmarks/configs/mtch_afqmc_e5_frozen.json", "ErnieMatchingFcPointwise", "CrossEntropyLoss")])
+def test_the_afqmc_frozen_prefix_benchmarks_plan(tmp_path, path, model_class, loss_class):
+    """The AFQMC param files of Step 21's recipe (9 of 12 layers frozen): the CoSENT bi-encoder and the
+    cross-encoder plan as written (their data stood in for by empty files), and their model and loss build on a
+    tiny encoder."""
     from appzoo.params.param_file import load_param_file
     from appzoo.run.plan import validate
 
-    config = load_param_file("benchmarks/configs/mtch_afqmc_e5_cosent.json")
+    config = load_param_file(path)
     for key in ("train", "dev"):
         stand_in = tmp_path / config["dataset_reader"][key]
         stand_in.parent.mkdir(parents=True, exist_ok=True)
@@ -409,6 +413,6 @@ def test_the_afqmc_cosent_benchmark_plans(tmp_path):
         config["dataset_reader"][key] = str(stand_in)
     config["trainer"]["output_dir"] = str(tmp_path / "out")
     plan = validate(config)
-    assert plan.model_class.__name__ == "ErnieMatchingSiameseCosine" and plan.encoder.pretrained
+    assert plan.model_class.__name__ == model_class and plan.encoder.pretrained and plan.encoder.freeze_layers == 9
     model = plan.model_class(tiny_ernie(), num_labels=2, **plan.model_kwargs)
-    assert type(model.loss_fn).__name__ == "CoSENTLoss" and model.pooling == "mean"
+    assert type(model.loss_fn).__name__ == loss_class and model.pooling == "mean"
