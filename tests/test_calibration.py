@@ -116,3 +116,31 @@ def test_ece_chooses_the_best_model_lower_is_better():
     assert TrainerConfig(metric_for_best="ece").dev_metric(reader) == ("ece", False)
     assert TrainerConfig(metric_for_best="ece", greater_is_better=True).dev_metric(reader) == ("ece", True)
     assert TrainerConfig().dev_metric(reader) == ("macro_f1", True)
+
+
+@pytest.mark.slow
+def test_post_hoc_rules_given_at_eval_time_are_fitted_on_dev_and_applied_to_test(tmp_path, capsys):
+    """A model trained without temperature scaling or logit adjustment, evaluated with both (``--do eval``,
+    ``init_from``): they are fitted on dev first (the logit adjustment's priors from the training counts saved
+    with the model), said in a note, and test is decoded with them; predict-only has no dev and says so."""
+    out, again, pred = tmp_path / "out", tmp_path / "again", tmp_path / "pred"
+    common = ["--param_path", "examples/cls_ernie_fc_ch.json", "--set", "trainer.max_steps=6",
+              "--set", "trainer.progress_bar=false"]
+    assert run_trainer.main([*common, "--set", f"trainer.output_dir={out}"]) == 0
+    capsys.readouterr()
+    rules = ["--set", "dataset_reader.calibrate=temperature", "--set", "dataset_reader.logit_adjust=tune"]
+    assert run_trainer.main([*common, *rules, "--do", "eval", "--set", f"trainer.output_dir={again}",
+                             "--set", f"trainer.init_from={out / 'best'}"]) == 0
+    said = capsys.readouterr().out
+    assert ("note: dataset_reader.calibrate, dataset_reader.logit_adjust: the model was saved without it, so it "
+            "was fitted on dev now (temperature ") in said
+    metrics = json.loads((again / "metrics.json").read_text(encoding="utf-8"))
+    temperature = metrics["dev"]["calibration"]["temperature"]
+    assert temperature != 1.0 and metrics["test"]["calibration"]["temperature"] == temperature
+    assert f"temperature {temperature:.4g}, tau {metrics['dev']['logit_adjust_tau']:g})" in said
+    assert metrics["test"]["logit_adjust_tau"] == metrics["dev"]["logit_adjust_tau"]
+    assert "ece_before_scaling" in metrics["test"] and "macro_f1_before_logit_adjust" in metrics["test"]
+    assert run_trainer.main([*common, *rules, "--do", "predict", "--set", f"trainer.output_dir={pred}",
+                             "--set", f"trainer.init_from={out / 'best'}"]) == 0
+    assert ("note: dataset_reader.calibrate, dataset_reader.logit_adjust: the model was saved without it and "
+            "there is no dev set here to fit it on, so it decodes without it") in capsys.readouterr().out

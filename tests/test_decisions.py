@@ -7,6 +7,7 @@ import pytest
 
 from appzoo.errors import ConfigError
 from appzoo.metrics.calibration import adjust, scale
+from appzoo.task import decisions
 from appzoo.task.decisions import Decisions, LogitAdjust, PerLabelThresholds, Temperature, Threshold
 from tasks.text_classification.reader import ClassificationReader
 from tasks.text_matching.reader import MatchingReader
@@ -87,6 +88,39 @@ def test_a_threshold_tunes_unless_fixed_and_says_so_in_its_state():
 
 
 def test_a_state_without_priors_is_refused_where_an_adjustment_needs_them():
+    fixed = LogitAdjust(0.5)
+    fixed.load_state({})  # the priors may still come from the model's saved training counts
     with pytest.raises(ConfigError, match=r"^dataset_reader\.logit_adjust: needs the training label priors"):
-        LogitAdjust(0.5).load_state({})
-    LogitAdjust("tune").load_state({})  # tau 0 until tuned: nothing to adjust with yet
+        fixed.apply(PROBS)
+    tuned = LogitAdjust("tune")
+    tuned.load_state({})
+    assert tuned.apply(PROBS) is PROBS  # tau 0 until tuned: nothing to adjust with yet
+
+
+def test_a_rule_is_unfitted_only_when_the_saved_state_lacks_it_and_the_note_names_its_key():
+    """A model trained without a rule and evaluated with it (``--do eval --set dataset_reader.calibrate=...``)
+    holds no fitted value: :meth:`Decisions.unfitted` lists it, and the eval fits it on dev first."""
+    single = ClassificationReader(calibrate="temperature", logit_adjust="tune")
+    single.load_state({})  # saved without either
+    assert [type(rule) for rule in single.decisions.unfitted()] == [Temperature, LogitAdjust]
+    single.load_state(SAVED["single"])
+    assert single.decisions.unfitted() == []
+    multi = ClassificationReader(multi_label=True)
+    multi.load_state({})
+    assert [type(rule) for rule in multi.decisions.unfitted()] == [PerLabelThresholds]
+    multi.load_state(SAVED["multi"])
+    assert multi.decisions.unfitted() == []
+    match = MatchingReader()
+    match.load_state({"threshold": 0.5, "tuned": False})  # trained without a dev set
+    assert [type(rule) for rule in match.decisions.unfitted()] == [Threshold]
+    assert MatchingReader(threshold=0.7).decisions.unfitted() == []  # a fixed threshold fits nothing
+    adjusting = single.decisions.get(LogitAdjust)
+    adjusting.tau = 0.6
+    temperature = single.decisions.get(Temperature)
+    temperature.temperature = 1.7
+    assert decisions.unfitted_note([temperature, adjusting], fitted_on_dev=True) == (
+        "note: dataset_reader.calibrate, dataset_reader.logit_adjust: the model was saved without it, so it was "
+        "fitted on dev now (temperature 1.7, tau 0.6): dev's metrics are scored on the data it was fitted on, "
+        "test's are not; train with it to save it with the model")
+    assert decisions.unfitted_note([match.decisions.get(Threshold)], fitted_on_dev=False).startswith(
+        "note: dataset_reader.threshold: the model was saved without it and there is no dev set here to fit it on")

@@ -121,6 +121,33 @@ def test_logit_adjust_errors_are_one_line():
         ClassificationReader(logit_adjust=1.0, multi_label=True)
     with pytest.raises(ConfigError, match=r"^dataset_reader.logit_adjust: must be >= 0, got -1$"):
         ClassificationReader(logit_adjust=-1)
+    reader = ClassificationReader(logit_adjust=1.0)
+    reader.load_state({})
+    reader.saved_model_args({"num_labels": 3, "class_counts": None})  # saved without counts
     with pytest.raises(ConfigError, match=r"^dataset_reader.logit_adjust: needs the training label priors, "
-                                          r"which this model was saved without; train it with logit_adjust set$"):
-        ClassificationReader(logit_adjust=1.0).load_state({})
+                                          r"which this model was saved without \(nor with its training label "
+                                          r"counts\); train it with logit_adjust set$"):
+        predictions_of(reader, biased()[1])
+
+
+def test_a_model_saved_without_logit_adjust_takes_its_priors_from_its_training_counts_and_is_fitted_on_dev():
+    """Post hoc means after training: a model trained without logit_adjust, evaluated with ``tune``, gets the
+    priors from the label counts saved with it (best/model_args.json) and is unfitted until dev fits it."""
+    gold, probs = biased()
+    reader = ClassificationReader(logit_adjust="tune")
+    reader.load_state({})  # best/reader_state.json of a model trained without the rule
+    assert reader.decisions.unfitted() == [adjusting(reader)]
+    reader.saved_model_args({"num_labels": 3, "class_counts": [800, 150, 0], "train_size": 950})
+    assert adjusting(reader).priors == pytest.approx(np.array([800, 150, 1]) / 951)
+    reader.tune_metric = "macro_f1"
+    examples = [{"text": "", "label": LABELS[g]} for g in gold]
+    predictions = predictions_of(reader, probs)
+    reader.fit(examples, predictions, LABELS)
+    assert adjusting(reader).tau > 0 and reader.decisions.unfitted() == []
+    saved = ClassificationReader(logit_adjust="tune")
+    saved.load_state(reader.state())  # a model trained with it: fitted, and its own priors kept
+    saved.saved_model_args({"class_counts": [1, 1, 1]})
+    assert saved.decisions.unfitted() == [] and adjusting(saved).priors == adjusting(reader).priors
+    fixed = ClassificationReader(logit_adjust=1.0)
+    fixed.load_state({})
+    assert fixed.decisions.unfitted() == [], "a fixed tau fits nothing"

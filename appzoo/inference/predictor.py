@@ -236,11 +236,12 @@ class Predictor:
         """``(predictions, None)`` as the trainer gives them (no loss: the graphs take no labels)."""
         return prediction.predict(self.engine, self.bundle, examples, features, batch_size=self.batch_size)
 
-    def evaluate(self, examples, features, split=None, with_predictions=False):
+    def evaluate(self, examples, features, split=None, with_predictions=False, fit=False):
         """The reader's metrics of one labelled split; ``with_predictions``:
-        ``(metrics, predictions)`` (:func:`appzoo.inference.prediction.evaluate`)."""
+        ``(metrics, predictions)``; ``fit``: the reader's decision rules fitted on it first
+        (:func:`appzoo.inference.prediction.evaluate`)."""
         return prediction.evaluate(self.engine, self.bundle, examples, features, batch_size=self.batch_size,
-                                   with_predictions=with_predictions)
+                                   fit=fit, with_predictions=with_predictions)
 
 
 # ---- raw inputs: what no reader should see (the Predictor's and the server's)

@@ -170,6 +170,7 @@ def load(folder, key_path="Predictor", *, reader=None, model_kwargs=None, model_
     args = model_args(labels) if model_args else None
     if args is None:
         args = read_json(os.path.join(folder, MODEL_ARGS_FILE), "model arguments")
+    reader.saved_model_args(args)
     encoder, tokenizer = load_encoder(os.path.join(folder, ENCODER_DIR))
     model = model_class(encoder=encoder, **args, **(saved_kwargs if model_kwargs is None else model_kwargs))
     model.set_state_dict(weights(folder, key_path, allow_pickle))

@@ -10,7 +10,10 @@ adjustment, a temperature. Each has
 * ``apply(outputs, labels)``: outputs to probabilities or decisions;
 * ``state()`` / ``load_state(state)``: the rule's part of the reader's state,
   saved with the model: a few keys of one flat dict;
-* ``fits``: whether :meth:`fit` fits anything (a configured value is kept).
+* ``fits``: whether :meth:`fit` fits anything (a configured value is kept);
+* ``fitted``: whether it holds a fitted value, by :meth:`fit` or from a saved state that had one (a model
+  trained without the rule, evaluated with it, has none: ``--do eval`` then fits it on dev first);
+* ``key`` and ``said()``: the param key that sets the rule and its value in a few words, for messages.
 
 A reader composes them in :class:`Decisions`, in the order they apply.
 """
@@ -47,6 +50,10 @@ class Decisions:
     def fits(self):
         return any(rule.fits for rule in self.rules)
 
+    def unfitted(self):
+        """The rules that fit on dev but hold no fitted value: the model was saved without them."""
+        return [rule for rule in self.rules if rule.fits and not rule.fitted]
+
     def fit(self, outputs, gold, labels, metric=None):
         for rule in self.rules:
             outputs = rule.fit(outputs, gold, labels, metric)
@@ -65,15 +72,33 @@ class Decisions:
             rule.load_state(state)
 
 
+def unfitted_note(rules, fitted_on_dev):
+    """The line an eval or a prediction says of ``rules`` (:meth:`Decisions.unfitted`): fitted on dev now, or
+    left out (no dev set)."""
+    keys = ", ".join(rule.key for rule in rules)
+    if fitted_on_dev:
+        return (f"note: {keys}: the model was saved without it, so it was fitted on dev now "
+                f"({', '.join(rule.said() for rule in rules)}): dev's metrics are scored on the data it was fitted "
+                f"on, test's are not; train with it to save it with the model")
+    return (f"note: {keys}: the model was saved without it and there is no dev set here to fit it on, so it "
+            f"decodes without it; evaluate with a dev set, or train with it to save it with the model")
+
+
 class Threshold:
     """A score at or above ``value`` is positive: ``fixed``, else tuned on dev
     for the best F1 (:func:`~appzoo.metrics.matching.best_f1_threshold`), else
     ``default`` (no dev set). State: ``{"threshold", "tuned"}``, with
     ``"dev_f1"`` once tuned."""
 
+    key = "dataset_reader.threshold"
+
     def __init__(self, fixed=None, default=0.5):
         self.fixed, self.default = fixed, default
         self.tuned, self.dev_f1 = None, None
+
+    @property
+    def fitted(self):
+        return self.tuned is not None
 
     @property
     def fits(self):
@@ -92,6 +117,9 @@ class Threshold:
 
     def apply(self, scores, labels=None):
         return np.asarray(scores) >= self.value
+
+    def said(self):
+        return f"threshold {self.value:.4g}"
 
     def state(self):
         if self.fixed is not None:
@@ -113,9 +141,12 @@ class PerLabelThresholds:
     ``{"threshold", "per_label": {label: {"threshold", "dev_f1",
     "dev_positives"}}}``; a label not listed uses ``threshold``."""
 
+    key = "dataset_reader.per_label_thresholds"
+
     def __init__(self, threshold=0.5, tune=True, min_positives=5):
         self.threshold, self.tune, self.min_positives = threshold, tune, min_positives
         self.tuned = {}  # label -> {"threshold", "dev_f1", "dev_positives"}, from the last fit
+        self.fitted = False
 
     @property
     def fits(self):
@@ -135,16 +166,21 @@ class PerLabelThresholds:
                 if positives >= self.min_positives:
                     threshold, f1 = best_f1_threshold(gold[:, j], probs[:, j])
                     self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
+            self.fitted = True
         return self.apply(probs, labels)
 
     def apply(self, probs, labels):
         return probs >= self.thresholds(labels)
+
+    def said(self):
+        return f"thresholds of {len(self.tuned)} labels"
 
     def state(self):
         return {"threshold": self.threshold, "per_label": {k: dict(v) for k, v in self.tuned.items()}}
 
     def load_state(self, state):
         self.tuned = {k: dict(v) for k, v in state.get("per_label", {}).items()}
+        self.fitted = "per_label" in state
 
 
 class Temperature:
@@ -153,13 +189,16 @@ class Temperature:
     predicted label, never changes. State: ``{"temperature"}``."""
 
     fits = True
+    key = "dataset_reader.calibrate"
 
     def __init__(self):
         self.temperature = 1.0
+        self.fitted = False
 
     def fit(self, probs, gold, labels=None, metric=None):
         unscaled = self.undo(probs)
         self.temperature = fit_temperature(unscaled, gold)
+        self.fitted = True
         return scale(unscaled, self.temperature)
 
     def apply(self, probs, labels=None):
@@ -169,11 +208,15 @@ class Temperature:
         """``probs`` as they were before this temperature scaled them."""
         return scale(probs, 1.0 / self.temperature)
 
+    def said(self):
+        return f"temperature {self.temperature:.4g}"
+
     def state(self):
         return {"temperature": self.temperature}
 
     def load_state(self, state):
         self.temperature = float(state.get("temperature", 1.0))
+        self.fitted = "temperature" in state
 
 
 class LogitAdjust:
@@ -182,12 +225,24 @@ class LogitAdjust:
     ``"tune"`` to choose it among :data:`TAUS` on dev for the ``metric`` of
     the fit (the smallest of equals, so 0 unless an adjustment helps).
     ``priors``: the training label shares, set by the reader from the training
-    data or from a saved state. State: ``{"logit_adjust": {"tau", "priors"}}``."""
+    data, from a saved state, or from the training label counts a model was
+    saved with (a model trained without this rule). State:
+    ``{"logit_adjust": {"tau", "priors"}}``."""
+
+    key = "dataset_reader.logit_adjust"
 
     def __init__(self, tau):
         self.mode = tau
         self.tau = 0.0 if tau == "tune" else float(tau)  # "tune": from the last fit
         self.priors = None
+        self.fitted = False
+
+    def priors_from_counts(self, counts):
+        """The priors from training label counts, where none are set (a label with no training example counts
+        as one, so its log-prior stays finite)."""
+        if self.priors is None and counts:
+            clamped = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
+            self.priors = (clamped / clamped.sum()).tolist()
 
     @property
     def fits(self):
@@ -201,15 +256,21 @@ class LogitAdjust:
         raw = self.undo(probs)
         best = max(TAUS, key=lambda tau: (decision_score(gold, adjust(raw, self.priors, tau).argmax(axis=1),
                                                          len(labels), metric), -tau))
-        self.tau = float(best)
+        self.tau, self.fitted = float(best), True
         return adjust(raw, self.priors, self.tau)
 
     def apply(self, probs, labels=None):
-        return adjust(probs, self.priors, self.tau) if self.tau else probs
+        if not self.tau:
+            return probs
+        self._need_priors()
+        return adjust(probs, self.priors, self.tau)
 
     def undo(self, probs):
         """``probs`` without this adjustment."""
         return adjust(probs, self.priors, -self.tau) if self.tau else probs
+
+    def said(self):
+        return f"tau {self.tau:g}"
 
     def state(self):
         return {"logit_adjust": {"tau": self.tau, "priors": self.priors}}
@@ -220,10 +281,9 @@ class LogitAdjust:
             self.priors = [float(v) for v in saved["priors"]]
         if self.mode == "tune":
             self.tau = float(saved["tau"]) if saved else 0.0
-        if self.tau:
-            self._need_priors()
+        self.fitted = bool(saved)
 
     def _need_priors(self):
         if self.priors is None:
             raise ConfigError("dataset_reader.logit_adjust: needs the training label priors, which this model "
-                              "was saved without; train it with logit_adjust set")
+                              "was saved without (nor with its training label counts); train it with logit_adjust set")

@@ -222,6 +222,10 @@ class DatasetReader:
         """Restore what :meth:`state` returned."""
         self.decisions.load_state(state or {})
 
+    def saved_model_args(self, args):
+        """What a loaded model's arguments (:meth:`model_args` of its training data, saved with it) tell the
+        reader beyond its state: by default nothing."""
+
     # ---- training batches (appzoo.data.sampler) ----------------------------
     def loss_targets(self, feature):
         """How many targets the loss of ``feature`` averages over (tokens for a

@@ -70,14 +70,17 @@ class ClassificationReader(DatasetReader):
                  calibrate: Annotated[Literal[CALIBRATIONS], Key(
                      "single-label: temperature fits one temperature on dev at each dev evaluation for the "
                      "smallest dev log-loss, so that the probabilities match how often they are right (saved "
-                     "with the model in best/, used by eval, predict and appzoo.Predictor; the predicted "
-                     "label never changes); none keeps the softmax as trained")] = "none",
+                     "with the model in best/, used by eval, predict and appzoo.Predictor; --do eval of a "
+                     "model trained without it fits it on dev first; the predicted label never changes); none "
+                     "keeps the softmax as trained")] = "none",
                  logit_adjust: Annotated[Union[float, Literal["tune"], None], Key(
                      "single-label, post-hoc logit adjustment (Menon et al. 2021): decode by argmax of logits - "
                      "tau * log(prior), the priors from the training labels; a number is tau (1 aims at the "
                      "balanced error), tune picks tau in 0, 0.1, ..., 2 on dev for trainer.metric_for_best at "
                      "each dev evaluation (saved with the model in best/, used by eval, predict and "
-                     "appzoo.Predictor; metrics.json also gives the metrics without it); null: off", ge=0)] = None,
+                     "appzoo.Predictor; metrics.json also gives the metrics without it); --do eval of a model "
+                     "trained without it fits it on dev first, the priors from the training counts saved with "
+                     "the model; null: off", ge=0)] = None,
                  **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
@@ -225,10 +228,16 @@ class ClassificationReader(DatasetReader):
         counts = label_counts(self._values(train_examples), labels) if train_examples else None
         adjusting = self.decisions.get(LogitAdjust)
         if counts is not None and adjusting:
-            clamped = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
-            adjusting.priors = (clamped / clamped.sum()).tolist()
+            adjusting.priors = None
+            adjusting.priors_from_counts(counts)
         return {"num_labels": len(labels), "class_counts": counts, "multi_label": self.multi_label,
                 "train_size": len(train_examples) if train_examples else None}
+
+    def saved_model_args(self, args):
+        """A saved model's training label counts are the priors of a ``logit_adjust`` it was not trained with."""
+        adjusting = self.decisions.get(LogitAdjust)
+        if adjusting is not None:
+            adjusting.priors_from_counts(args.get("class_counts"))
 
     def texts(self, examples):
         return (example["text"] for example in examples)

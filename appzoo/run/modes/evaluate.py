@@ -2,6 +2,7 @@
 and mistakes, and a lower precision's loss against fp32."""
 from appzoo.reports import fidelity, mistakes
 from appzoo.store.run_result import SPLITS, set_against_fp32
+from appzoo.task import decisions
 from appzoo.utils.progress import note
 
 
@@ -14,15 +15,20 @@ class Eval:
     def run(self, ctx):
         plan, p, trainer = ctx.plan, ctx.prepared, ctx.trainer
         predictor, _ = ctx.inference()
+        # rules a model loaded to be evaluated was saved without: fitted on dev now (a run that trains fits them)
+        unfitted = [] if plan.do.trains else ctx.trained.reader.decisions.unfitted()
         evaluated = {}
         for split in SPLITS:
             if split in p.splits:
                 metrics, predictions = (predictor or trainer).evaluate(
-                    p.splits[split], p.features[split], split=split, with_predictions=True)
+                    p.splits[split], p.features[split], split=split, with_predictions=True,
+                    fit=split == "dev" and bool(unfitted))
                 ctx.result.set_split(split, metrics)
                 evaluated[split] = (p.splits[split], predictions)
                 if predictor is not None and predictor.spec.precision != "fp32":
                     _against_fp32(plan, trainer, predictor.spec, p, split, metrics)
+        if unfitted and trainer.is_main:
+            note(decisions.unfitted_note(unfitted, fitted_on_dev="dev" in p.splits))
         if trainer.is_main and not ctx.aside():  # predictions/<split>.jsonl, errors.md, the class warnings
             warnings, ctx.described = mistakes.write(ctx.folder.root, ctx.trained.reader, ctx.trained.labels,
                                                      evaluated, ctx.result.splits())

@@ -1,4 +1,5 @@
 """``--do predict``: predictions.jsonl, one row per example of ``dataset_reader.predict``."""
+from appzoo.task import decisions
 from appzoo.utils import files
 from appzoo.utils.progress import note
 
@@ -13,6 +14,10 @@ class Predict:
         plan, p, trained = ctx.plan, ctx.prepared, ctx.trained
         if not p.splits["predict"] and ctx.is_main:
             note(f"note: {plan.data.predict} has no rows to predict; predictions.jsonl is empty")
+        # rules a loaded model was saved without (an eval before fitted them on dev, or said why not)
+        unfitted = [] if plan.do.trains or plan.do.evaluates else trained.reader.decisions.unfitted()
+        if unfitted and ctx.is_main:
+            note(decisions.unfitted_note(unfitted, fitted_on_dev=False))
         predictor, _ = ctx.inference()
         predict = predictor.predict_features if predictor else ctx.trainer.predict
         predictions, _ = predict(p.splits["predict"], p.features["predict"])
