@@ -122,7 +122,8 @@ def test_ece_chooses_the_best_model_lower_is_better():
 def test_post_hoc_rules_given_at_eval_time_are_fitted_on_dev_and_applied_to_test(tmp_path, capsys):
     """A model trained without temperature scaling or logit adjustment, evaluated with both (``--do eval``,
     ``init_from``): they are fitted on dev first (the logit adjustment's priors from the training counts saved
-    with the model), said in a note, and test is decoded with them; predict-only has no dev and says so."""
+    with the model), said in a note, and test is decoded with them. Evaluated so in its own run folder, the
+    run's own metrics stay and the eval goes beside them; predict-only has no dev and says so."""
     out, again, pred = tmp_path / "out", tmp_path / "again", tmp_path / "pred"
     common = ["--param_path", "examples/cls_ernie_fc_ch.json", "--set", "trainer.max_steps=6",
               "--set", "trainer.progress_bar=false"]
@@ -140,6 +141,16 @@ def test_post_hoc_rules_given_at_eval_time_are_fitted_on_dev_and_applied_to_test
     assert f"temperature {temperature:.4g}, tau {metrics['dev']['logit_adjust_tau']:g})" in said
     assert metrics["test"]["logit_adjust_tau"] == metrics["dev"]["logit_adjust_tau"]
     assert "ece_before_scaling" in metrics["test"] and "macro_f1_before_logit_adjust" in metrics["test"]
+    own = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert run_trainer.main(["--param_path", str(out / "config.json"), *rules, "--do", "eval"]) == 0
+    beside = json.loads((out / "metrics.json").read_text(encoding="utf-8"))  # the run's own numbers are kept
+    assert (beside["dev"], beside["test"]) == (own["dev"], own["test"])
+    entry = beside["eval"]["dygraph/fp32+calibrate+logit_adjust"]
+    assert entry["fitted_on_dev"] == ["dataset_reader.calibrate", "dataset_reader.logit_adjust"]
+    assert entry["dev"]["logit_adjust_tau"] == metrics["dev"]["logit_adjust_tau"]
+    assert ("with `dataset_reader.calibrate`, `dataset_reader.logit_adjust` fitted on dev by this eval"
+            in (out / "report.md").read_text(encoding="utf-8"))
+    capsys.readouterr()
     assert run_trainer.main([*common, *rules, "--do", "predict", "--set", f"trainer.output_dir={pred}",
                              "--set", f"trainer.init_from={out / 'best'}"]) == 0
     assert ("note: dataset_reader.calibrate, dataset_reader.logit_adjust: the model was saved without it and "

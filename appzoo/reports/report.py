@@ -105,7 +105,9 @@ def _engine(engine, in_words=False):
     how = f" ({engine['quantization']} quantization)" if engine.get("quantization") else ""
     runs = getattr(CAPABILITIES.get(engine["engine"]), "runs", None) if in_words else None
     named = f"{runs} (engine {engine['engine']})" if runs else engine["engine"]
-    return f"{named}, {engine['precision']}{how}"
+    fitted = engine.get("fitted_on_dev")
+    rules = f", with {', '.join(f'`{key}`' for key in fitted)} fitted on dev by this eval" if fitted else ""
+    return f"{named}, {engine['precision']}{how}{rules}"
 
 
 def _plots(output_dir, metrics, history, labels):

@@ -79,13 +79,13 @@ def _write_metrics_and_report(ctx):
     result = dataclasses.replace(ctx.result)  # run() returns this run's own numbers, whichever key they are saved under
     aside = ctx.aside()
     if plan.do.evaluates and not aside and result.splits():
-        result.evaluated_with = ctx.inference()[1]
+        result.evaluated_with = ctx.evaluated_with()
     if not plan.do.trains:
         if not plan.do.evaluates:
             return
         saved = run_result.read(folder.metrics)
         if aside:
-            engine = ctx.inference()[1]
+            engine = ctx.evaluated_with()
             result.evals = saved.evals
             result.aside(engine_label(engine), engine)
         result = result.merged_into(saved)

@@ -25,6 +25,7 @@ class RunContext:
     described: dict = dataclasses.field(default_factory=dict)  # the mistakes of each evaluated split (report.html)
     _inference: tuple = None
     _aside: bool = None
+    _post_hoc: list = None
 
     @property
     def is_main(self):
@@ -45,14 +46,30 @@ class RunContext:
             self._inference = predictor, engine
         return self._inference
 
+    def post_hoc(self):
+        """The decision rules (:mod:`appzoo.task.decisions`) a model loaded to be evaluated or to predict was
+        saved without, which this run's reader settings ask for: an eval fits them on dev first. None fitted
+        when the run trains (each dev evaluation fits them)."""
+        if self._post_hoc is None:
+            self._post_hoc = [] if self.plan.do.trains else self.trained.reader.decisions.unfitted()
+        return self._post_hoc
+
+    def evaluated_with(self):
+        """What this run's eval measures: the engine (:meth:`inference`) and the rules it fitted on dev now
+        (``fitted_on_dev``: their keys)."""
+        engine = self.inference()[1]
+        rules = [rule.key for rule in self.post_hoc()] if self.plan.do.evaluates else []
+        return {**engine, "fitted_on_dev": rules} if rules else engine
+
     def aside(self):
         """Whether this run's eval goes beside the run's own metrics rather than in their place: an eval that
-        does not train, of another engine or precision than the one they came from (:func:`is_the_runs_own`).
-        Decided once, from metrics.json as the run found it."""
+        does not train, of another engine or precision than the one they came from (:func:`is_the_runs_own`),
+        or with decision rules the model was saved without (:meth:`post_hoc`). Decided once, from metrics.json
+        as the run found it."""
         if self._aside is None:
             plan = self.plan
             self._aside = (plan.do.evaluates_a_trained_run
-                           and not is_the_runs_own(self.folder, self.inference()[1]))
+                           and not is_the_runs_own(self.folder, self.evaluated_with()))
         return self._aside
 
     def source(self):
@@ -78,9 +95,11 @@ def _predictor_for(ctx):
 
 
 def engine_label(engine):
-    """The key of an eval in metrics.json's ``eval``: ``onnxruntime/int8``, ``onnxruntime/int8-static``, ..."""
+    """The key of an eval in metrics.json's ``eval``: ``onnxruntime/int8``, ``onnxruntime/int8-static``,
+    ``dygraph/fp32+logit_adjust`` (a rule fitted on dev by this eval), ..."""
     label = f"{engine['engine']}/{engine['precision']}"
-    return f"{label}-static" if engine.get("quantization") == "static" else label
+    label = f"{label}-static" if engine.get("quantization") == "static" else label
+    return "+".join([label, *(key.rsplit(".", 1)[-1] for key in engine.get("fitted_on_dev", ()))])
 
 
 def is_the_runs_own(folder, engine):

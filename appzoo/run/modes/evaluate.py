@@ -15,8 +15,7 @@ class Eval:
     def run(self, ctx):
         plan, p, trainer = ctx.plan, ctx.prepared, ctx.trainer
         predictor, _ = ctx.inference()
-        # rules a model loaded to be evaluated was saved without: fitted on dev now (a run that trains fits them)
-        unfitted = [] if plan.do.trains else ctx.trained.reader.decisions.unfitted()
+        unfitted = ctx.post_hoc()  # rules the loaded model was saved without: fitted on dev now
         evaluated = {}
         for split in SPLITS:
             if split in p.splits:

@@ -14,8 +14,7 @@ class Predict:
         plan, p, trained = ctx.plan, ctx.prepared, ctx.trained
         if not p.splits["predict"] and ctx.is_main:
             note(f"note: {plan.data.predict} has no rows to predict; predictions.jsonl is empty")
-        # rules a loaded model was saved without (an eval before fitted them on dev, or said why not)
-        unfitted = [] if plan.do.trains or plan.do.evaluates else trained.reader.decisions.unfitted()
+        unfitted = [] if plan.do.evaluates else ctx.post_hoc()  # an eval before fitted them, or said why not
         if unfitted and ctx.is_main:
             note(decisions.unfitted_note(unfitted, fitted_on_dev=False))
         predictor, _ = ctx.inference()
