@@ -124,3 +124,6 @@ def test_a_rule_is_unfitted_only_when_the_saved_state_lacks_it_and_the_note_name
         "test's are not; train with it to save it with the model")
     assert decisions.unfitted_note([match.decisions.get(Threshold)], fitted_on_dev=False).startswith(
         "note: dataset_reader.threshold: the model was saved without it and there is no dev set here to fit it on")
+    assert decisions.unfitted_note([adjusting], fitted_on_dev=True, test=False) == (
+        "note: dataset_reader.logit_adjust: the model was saved without it, so it was fitted on dev now (tau 0.6): "
+        "dev's metrics are scored on the data it was fitted on; train with it to save it with the model")

@@ -72,14 +72,15 @@ class Decisions:
             rule.load_state(state)
 
 
-def unfitted_note(rules, fitted_on_dev):
+def unfitted_note(rules, fitted_on_dev, test=True):
     """The line an eval or a prediction says of ``rules`` (:meth:`Decisions.unfitted`): fitted on dev now, or
-    left out (no dev set)."""
+    left out (no dev set). ``test``: whether a test split was evaluated too."""
     keys = ", ".join(rule.key for rule in rules)
     if fitted_on_dev:
+        unlike_test = ", test's are not" if test else ""
         return (f"note: {keys}: the model was saved without it, so it was fitted on dev now "
                 f"({', '.join(rule.said() for rule in rules)}): dev's metrics are scored on the data it was fitted "
-                f"on, test's are not; train with it to save it with the model")
+                f"on{unlike_test}; train with it to save it with the model")
     return (f"note: {keys}: the model was saved without it and there is no dev set here to fit it on, so it "
             f"decodes without it; evaluate with a dev set, or train with it to save it with the model")
 

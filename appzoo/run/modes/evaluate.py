@@ -27,7 +27,7 @@ class Eval:
                 if predictor is not None and predictor.spec.precision != "fp32":
                     _against_fp32(plan, trainer, predictor.spec, p, split, metrics)
         if unfitted and trainer.is_main:
-            note(decisions.unfitted_note(unfitted, fitted_on_dev="dev" in p.splits))
+            note(decisions.unfitted_note(unfitted, fitted_on_dev="dev" in p.splits, test="test" in p.splits))
         if trainer.is_main and not ctx.aside():  # predictions/<split>.jsonl, errors.md, the class warnings
             warnings, ctx.described = mistakes.write(ctx.folder.root, ctx.trained.reader, ctx.trained.labels,
                                                      evaluated, ctx.result.splits())
