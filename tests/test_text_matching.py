@@ -7,7 +7,7 @@ import pytest
 
 from appzoo.errors import ConfigError, DataError
 from appzoo.losses import cosent_loss
-from appzoo.metrics.matching import best_f1_threshold, matching_metrics
+from appzoo.metrics.matching import best_threshold, matching_metrics
 from appzoo.registry import MODELS, READERS
 from conftest import tiny_ernie
 from tasks.text_matching.triples import build_triples
@@ -176,19 +176,30 @@ def brute_force_best_f1(gold, scores):
     return best
 
 
-def test_best_f1_threshold_matches_brute_force():
+def brute_force_best_accuracy(gold, scores):
+    cuts = sorted(set(scores)) + [max(scores) + 1]  # the last: every pair called negative
+    return max(sum((s >= t) == bool(g) for s, g in zip(scores, gold)) / len(gold) for t in cuts)
+
+
+def test_best_threshold_matches_brute_force_for_f1_and_accuracy():
     rng = np.random.RandomState(0)
     for _ in range(20):
-        gold = rng.randint(0, 2, size=30)
+        gold = rng.randint(0, 2, size=30) * (rng.rand(30) < rng.rand())  # some sets mostly or all negative
         scores = np.round(rng.rand(30), 1)  # ties on purpose
-        threshold, f1 = best_f1_threshold(gold, scores)
+        threshold, f1 = best_threshold(gold, scores)
         assert f1 == pytest.approx(brute_force_best_f1(gold.tolist(), scores.tolist()))
         assert matching_metrics(gold, scores, threshold)["f1"] == pytest.approx(f1)
+        threshold, accuracy = best_threshold(gold, scores, "accuracy")
+        assert accuracy == pytest.approx(brute_force_best_accuracy(gold.tolist(), scores.tolist()))
+        assert matching_metrics(gold, scores, threshold)["accuracy"] == pytest.approx(accuracy)
 
 
-def test_best_f1_threshold_is_halfway_to_the_next_score():
-    assert best_f1_threshold([1, 1, 0, 0], [0.9, 0.8, 0.4, 0.1]) == (pytest.approx(0.6), 1.0)
-    assert best_f1_threshold([0, 0], [0.3, 0.2])[1] == 0.0
+def test_best_threshold_is_halfway_to_the_next_score():
+    assert best_threshold([1, 1, 0, 0], [0.9, 0.8, 0.4, 0.1]) == (pytest.approx(0.6), 1.0)
+    assert best_threshold([0, 0], [0.3, 0.2])[1] == 0.0
+    # accuracy: the higher threshold of a tie; above every score when calling every pair negative is best
+    assert best_threshold([1, 0, 1, 0], [0.9, 0.8, 0.4, 0.1], "accuracy") == (pytest.approx(0.85), 0.75)
+    assert best_threshold([0, 1, 0, 0], [0.9, 0.8, 0.4, 0.1], "accuracy") == (pytest.approx(1.9), 0.75)
 
 
 def test_threshold_is_tuned_on_dev_saved_and_reused():
@@ -213,6 +224,31 @@ def test_threshold_is_tuned_on_dev_saved_and_reused():
     fixed = READERS.get("text_matching", "t")(threshold=0.95)
     assert fixed.fit(examples, predictions, labels) == {"threshold": 0.95, "tuned": False}
     assert fixed.evaluate(examples, predictions, labels)["recall"] == 0.0
+
+
+def test_a_threshold_tuned_for_accuracy_is_saved_as_such_and_refit_when_f1_is_asked():
+    examples = [{"text_a": "a", "text_b": str(i), "label": g, "source": f"d:{i}"} for i, g in enumerate("10100")]
+    predictions = [{"score": s, "probs": np.array([1 - s, s])} for s in (0.9, 0.8, 0.4, 0.3, 0.1)]
+    labels = ["0", "1"]
+    reader = READERS.get("text_matching", "t")(tune_threshold_for="accuracy")
+    state = reader.fit(examples, predictions, labels)
+    assert state == {"threshold": pytest.approx(0.85), "tuned": True, "tuned_for": "accuracy",
+                     "dev_accuracy": 0.8}
+    assert reader.evaluate(examples, predictions, labels)["accuracy"] == 0.8
+    by_f1 = READERS.get("text_matching", "t")()
+    by_f1.load_state(state)  # tuned for accuracy: not this reader's threshold, so --do eval tunes it again
+    assert by_f1.decisions.unfitted() and by_f1.decision_threshold == 0.5
+    same = READERS.get("text_matching", "t")(tune_threshold_for="accuracy")
+    same.load_state(state)
+    assert not same.decisions.unfitted() and same.decision_threshold == pytest.approx(0.85)
+
+
+def test_a_fixed_threshold_and_a_metric_to_tune_it_for_are_refused_together():
+    with pytest.raises(ConfigError, match=r"^dataset_reader\.tune_threshold_for: 'accuracy' tunes the threshold, "
+                                          r"but dataset_reader\.threshold fixes it at 0\.7; set one of them$"):
+        READERS.get("text_matching", "t")(threshold=0.7, tune_threshold_for="accuracy")
+    with pytest.raises(ConfigError, match=r"dataset_reader\.tune_threshold_for"):
+        READERS.get("text_matching", "t")(tune_threshold_for="auc")
 
 
 # ---------------------------------------------------------------- models

@@ -22,7 +22,7 @@ import numpy as np
 from appzoo.errors import ConfigError
 from appzoo.metrics.calibration import adjust, fit_temperature, scale
 from appzoo.metrics.classification import decision_score
-from appzoo.metrics.matching import best_f1_threshold
+from appzoo.metrics.matching import best_threshold
 
 #: ``dataset_reader.logit_adjust: tune``: the values of tau tried on dev (0, no adjustment, among them)
 TAUS = tuple(round(0.1 * i, 1) for i in range(21))
@@ -87,15 +87,20 @@ def unfitted_note(rules, fitted_on_dev, test=True):
 
 class Threshold:
     """A score at or above ``value`` is positive: ``fixed``, else tuned on dev
-    for the best F1 (:func:`~appzoo.metrics.matching.best_f1_threshold`), else
-    ``default`` (no dev set). State: ``{"threshold", "tuned"}``, with
-    ``"dev_f1"`` once tuned."""
+    for the best ``tune_for`` (the positive class's F1, or accuracy:
+    :func:`~appzoo.metrics.matching.best_threshold`), else ``default`` (no dev
+    set). State: ``{"threshold", "tuned"}``, with ``"dev_f1"`` (or
+    ``"tuned_for": "accuracy"`` and ``"dev_accuracy"``) once tuned. A saved
+    threshold tuned for another metric than ``tune_for`` is not fitted: an
+    eval fits it again on dev."""
 
-    key = "dataset_reader.threshold"
+    @property
+    def key(self):
+        return "dataset_reader.threshold" if self.tune_for == "f1" else "dataset_reader.tune_threshold_for"
 
-    def __init__(self, fixed=None, default=0.5):
-        self.fixed, self.default = fixed, default
-        self.tuned, self.dev_f1 = None, None
+    def __init__(self, fixed=None, default=0.5, tune_for="f1"):
+        self.fixed, self.default, self.tune_for = fixed, default, tune_for
+        self.tuned, self.dev_value = None, None
 
     @property
     def fitted(self):
@@ -113,32 +118,35 @@ class Threshold:
 
     def fit(self, scores, gold, labels=None, metric=None):
         if self.fixed is None:
-            self.tuned, self.dev_f1 = best_f1_threshold(gold, scores)
+            self.tuned, self.dev_value = best_threshold(gold, scores, self.tune_for)
         return self.apply(scores, labels)
 
     def apply(self, scores, labels=None):
         return np.asarray(scores) >= self.value
 
     def said(self):
-        return f"threshold {self.value:.4g}"
+        tuned = f", tuned for {self.tune_for}" if self.fixed is None and self.tune_for != "f1" else ""
+        return f"threshold {self.value:.4g}{tuned}"
 
     def state(self):
         if self.fixed is not None:
             return {"threshold": self.fixed, "tuned": False}
         if self.tuned is None:  # no dev set: nothing was tuned
             return {"threshold": self.default, "tuned": False}
-        return {"threshold": self.tuned, "tuned": True, "dev_f1": self.dev_f1}
+        tuned_for = {} if self.tune_for == "f1" else {"tuned_for": self.tune_for}
+        return {"threshold": self.tuned, "tuned": True, **tuned_for, f"dev_{self.tune_for}": self.dev_value}
 
     def load_state(self, state):
-        self.tuned = state.get("threshold") if state.get("tuned") else None
-        self.dev_f1 = state.get("dev_f1")
+        same = state.get("tuned_for", "f1") == self.tune_for
+        self.tuned = state.get("threshold") if state.get("tuned") and same else None
+        self.dev_value = state.get(f"dev_{self.tune_for}") if same else None
 
 
 class PerLabelThresholds:
     """Multi-label: a label is given when its probability is at least its
     threshold, ``threshold`` unless ``tune`` tuned one on dev for its best F1
     (labels with at least ``min_positives`` dev positives; candidates and ties
-    as :func:`~appzoo.metrics.matching.best_f1_threshold`). State:
+    as :func:`~appzoo.metrics.matching.best_threshold`). State:
     ``{"threshold", "per_label": {label: {"threshold", "dev_f1",
     "dev_positives"}}}``; a label not listed uses ``threshold``."""
 
@@ -165,7 +173,7 @@ class PerLabelThresholds:
             for j, name in enumerate(labels):
                 positives = int(gold[:, j].sum())
                 if positives >= self.min_positives:
-                    threshold, f1 = best_f1_threshold(gold[:, j], probs[:, j])
+                    threshold, f1 = best_threshold(gold[:, j], probs[:, j])
                     self.tuned[name] = {"threshold": threshold, "dev_f1": f1, "dev_positives": positives}
             self.fitted = True
         return self.apply(probs, labels)

@@ -14,8 +14,8 @@ Every split but train is labelled pairs ``text_a, text_b, label`` (predict
 files may leave the label out). The labels are two configured strings; any
 other label is an error naming ``file:line``. A decision threshold on the
 score (probability of the positive label, or similarity) is tuned on dev for
-the best F1 (:meth:`MatchingReader.fit`), saved with the model and reused
-for test and predict.
+the best F1, or accuracy (``tune_threshold_for``; :meth:`MatchingReader.fit`),
+saved with the model and reused for test and predict.
 """
 from typing import Annotated, Literal, Optional
 
@@ -31,6 +31,7 @@ from appzoo.data.tabular import (
 from appzoo.errors import ConfigError, DataError
 from appzoo.metrics.calibration import calibration
 from appzoo.metrics.curves import threshold_curves
+from appzoo.metrics.matching import THRESHOLD_METRICS
 from appzoo.reports.mistakes import label_mistakes
 from appzoo.task.decisions import Decisions, Threshold
 from appzoo.task.floor import Floor
@@ -51,7 +52,8 @@ class MatchingReader(DatasetReader):
     for JSONL; by default columns 0, 1, 2 / fields ``text_a``, ``text_b``,
     ``label``. ``positive_label`` and ``negative_label`` are the only labels
     accepted. ``threshold``: a fixed decision threshold on the score; null
-    (default) tunes it on dev for the best F1.
+    (default) tunes it on dev for the best ``tune_threshold_for``: F1 of the
+    positive class, or accuracy.
     """
 
     default_metric = "auc"
@@ -69,7 +71,11 @@ class MatchingReader(DatasetReader):
                  positive_label: Annotated[str, Key("the label of a matching pair")] = "1",
                  negative_label: Annotated[str, Key("the label of a pair that does not match")] = "0",
                  threshold: Annotated[Optional[float], Key(
-                     "fixed decision threshold on the score (null: tuned on dev for the best F1)")] = None,
+                     "fixed decision threshold on the score (null: tuned on dev, see tune_threshold_for)")] = None,
+                 tune_threshold_for: Annotated[Literal[THRESHOLD_METRICS], Key(
+                     "what the threshold tuned on dev maximises: the positive class's f1, or accuracy (CLUE's "
+                     "AFQMC measure); a model saved with a threshold tuned for the other is tuned again by "
+                     "--do eval")] = "f1",
                  **kwargs):
         super().__init__(**kwargs)
         self.options = table_options(format, delimiter, header, quoting)
@@ -79,7 +85,10 @@ class MatchingReader(DatasetReader):
         self.fields = columns(format, text_a=(text_a_column, 0), text_b=(text_b_column, 1),
                               label=(label_column, 2))
         self.positive_label, self.negative_label = positive_label, negative_label
-        self.decisions = Decisions(Threshold(threshold, DEFAULT_THRESHOLD))
+        if threshold is not None and tune_threshold_for != "f1":
+            raise ConfigError(f"dataset_reader.tune_threshold_for: {tune_threshold_for!r} tunes the threshold, "
+                              f"but dataset_reader.threshold fixes it at {threshold}; set one of them")
+        self.decisions = Decisions(Threshold(threshold, DEFAULT_THRESHOLD, tune_threshold_for))
 
     # ---- data side -------------------------------------------------------
     INPUT = "a pair of non-empty texts (text_a, text_b)"
@@ -269,7 +278,7 @@ class MatchingReader(DatasetReader):
         return metrics
 
     def fit(self, examples, predictions, labels):
-        """Tune the decision threshold on dev for the best F1 (unless one is configured)."""
+        """Tune the decision threshold on dev for the best F1 or accuracy (unless one is configured)."""
         if self.decisions.fits:
             gold = [int(e["label"] == self.positive_label) for e in examples]
             self.decisions.fit([p["score"] for p in predictions], gold, labels, self.tune_metric)
