@@ -216,7 +216,8 @@ PRETRAINED = [
 #: Step 17, part 6, and Step 22, part 2: each method the README recommends or rejects, judged from scratch, with the
 #: pretrained encoder on 6% of an epoch (Step 17) and on the whole training set with Step 21's recipe (Step 22):
 #: (method, set, metric, {regime: where}, rarest class). Where: (summary, its baseline, the method's setting), or
-#: ((baseline's summary, baseline), (method's summary, setting)) for two sweeps.
+#: ((baseline's summary, baseline), (method's summary, setting)) for two sweeps, or the name of a kept file of
+#: post-hoc evaluations of the baseline's runs in benchmarks/results/ (:func:`_posthoc_rows`).
 REGIMES = ("from scratch", "pretrained, 6% of an epoch", "pretrained, whole training set")
 REJUDGED = [
     ("balanced batches (`trainer.sampler: balanced`)", "TNEWS", "dev.macro_f1",
