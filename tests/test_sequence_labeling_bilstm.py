@@ -144,3 +144,16 @@ def test_the_bilstm_crf_benchmark_config_plans_and_builds():
     assert plan.model_class is ErnieCrfSeqLabel and plan.model_kwargs["lstm_hidden"] == 256
     model = plan.model_class(_encoder(), 5, **plan.model_kwargs)
     assert model.classifier.weight.shape == [512, 5]
+
+
+def test_the_msra_frozen_prefix_benchmark_config_plans_and_builds():
+    """MSRA with Step 21's recipe (9 of 12 layers frozen, a rate per group, CRF head): the sample set stands in for
+    its downloaded files (dev carved from train, as the param file does), the tiny encoder for multilingual-e5-small."""
+    path = "benchmarks/configs/ner_msra_e5_frozen.json"
+    config = load_param_file(path)
+    apply_overrides(config, [f"dataset_reader.{split}=data/ner/{name}.txt"
+                             for split, name in (("train", "train"), ("dev", "train"), ("test", "test"))])
+    plan = validate(config, path)
+    assert plan.model_class is ErnieCrfSeqLabel and plan.encoder.freeze_layers == 9
+    assert (plan.trainer.head_learning_rate, plan.trainer.crf_learning_rate) == (0.003, 0.01)
+    plan.model_class(_encoder(), 5, **plan.model_kwargs)  # builds
