@@ -431,12 +431,14 @@ def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, na
             assert all(len(v) == len(examples) for v in decoded.values())
 
 
-@pytest.mark.parametrize("path,model_class,loss_class", [
-    ("benchmarks/configs/mtch_afqmc_e5_cosent.json", "ErnieMatchingSiameseCosine", "CoSENTLoss"),
-    ("benchmarks/configs/mtch_afqmc_e5_frozen.json", "ErnieMatchingFcPointwise", "CrossEntropyLoss")])
-def test_the_afqmc_frozen_prefix_benchmarks_plan(tmp_path, path, model_class, loss_class):
-    """The AFQMC param files of Step 21's recipe (9 of 12 layers frozen): the CoSENT bi-encoder and the
-    cross-encoder plan as written (their data stood in for by empty files), and their model and loss build on a
+@pytest.mark.parametrize("path,model_class,loss_class,supplied", [
+    ("benchmarks/configs/mtch_afqmc_e5_cosent.json", "ErnieMatchingSiameseCosine", "CoSENTLoss", {"num_labels": 2}),
+    ("benchmarks/configs/mtch_afqmc_e5_frozen.json", "ErnieMatchingFcPointwise", "CrossEntropyLoss", {"num_labels": 2}),
+    ("benchmarks/configs/mtch_afqmc_e5_pairwise.json", "ErnieMatchingSiamesePairwise", "CircleLoss",
+     {"negatives": "in_batch"})])
+def test_the_afqmc_frozen_prefix_benchmarks_plan(tmp_path, path, model_class, loss_class, supplied):
+    """The AFQMC param files of Step 21's recipe (9 of 12 layers frozen): the CoSENT bi-encoder, the
+    cross-encoder and the pairwise bi-encoder (in-batch negatives) plan as written (their data stood in for by empty files), and their model and loss build on a
     tiny encoder."""
     from appzoo.params.param_file import load_param_file
     from appzoo.run.plan import validate
@@ -450,5 +452,5 @@ def test_the_afqmc_frozen_prefix_benchmarks_plan(tmp_path, path, model_class, lo
     config["trainer"]["output_dir"] = str(tmp_path / "out")
     plan = validate(config)
     assert plan.model_class.__name__ == model_class and plan.encoder.pretrained and plan.encoder.freeze_layers == 9
-    model = plan.model_class(tiny_ernie(), num_labels=2, **plan.model_kwargs)
+    model = plan.model_class(tiny_ernie(), **supplied, **plan.model_kwargs)
     assert type(model.loss_fn).__name__ == loss_class and model.pooling == "mean"
