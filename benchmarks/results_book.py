@@ -156,6 +156,9 @@ MSRA_NOTE = (RECIPE.replace("dev evaluated each epoch and the best epoch kept",
 RECIPE_BI_ENCODER = RECIPE_EVERY.replace(", the head at 3e-3", "").replace(" (parameter groups)", "")
 AFQMC_PAIRWISE_AXIS = ('model.loss=[{"name":"circle","margin":0.25,"scale":32.0},{"name":"pairwise_hinge"},'
                        '{"name":"infonce","temperature":0.05}]')
+#: the settings of AFQMC_PAIRWISE_AXIS (also the from-scratch table's axis), by the names the sweep gives them
+AFQMC_PAIRWISE = dict(zip(("circle", "hinge", "infonce"),
+                          (setting.name for setting in grid(parse_axes([AFQMC_PAIRWISE_AXIS])))))
 AFQMC_PAIRWISE_NOTE = (
     RECIPE_BI_ENCODER
     + " A bi-encoder: each text encoded apart (cut at 64 tokens, mean-pooled) and the pair scored by the cosine of "
@@ -353,22 +356,21 @@ REJUDGED = [
      "PER"),
     # the bi-encoders against the cross-encoder: two sweeps, another model as well as another loss (as a CRF head)
     ("bi-encoder with in-batch InfoNCE instead of the cross-encoder's ce", "AFQMC", "dev.auc",
-     {"from scratch": (("afqmc_pointwise", "loss.name=ce"), ("afqmc_pairwise", "loss=name-infonce_temperature-0.05")),
+     {"from scratch": (("afqmc_pointwise", "loss.name=ce"), ("afqmc_pairwise", AFQMC_PAIRWISE["infonce"])),
       "pretrained, whole training set": (("afqmc_e5_imbalance", "loss=name-ce"),
-                                         ("afqmc_e5_pairwise", "loss=name-infonce_temperature-0.05"))}, "1"),
+                                         ("afqmc_e5_pairwise", AFQMC_PAIRWISE["infonce"]))}, "1"),
     ("bi-encoder with in-batch circle instead of the cross-encoder's ce", "AFQMC", "dev.auc",
-     {"from scratch": (("afqmc_pointwise", "loss.name=ce"), ("afqmc_pairwise", "loss=name-circle_margin-0.25_scale-32.0")),
+     {"from scratch": (("afqmc_pointwise", "loss.name=ce"), ("afqmc_pairwise", AFQMC_PAIRWISE["circle"])),
       "pretrained, whole training set": (("afqmc_e5_imbalance", "loss=name-ce"),
-                                         ("afqmc_e5_pairwise", "loss=name-circle_margin-0.25_scale-32.0"))}, "1"),
+                                         ("afqmc_e5_pairwise", AFQMC_PAIRWISE["circle"]))}, "1"),
     ("pairwise hinge instead of circle, bi-encoder", "AFQMC", "dev.auc",
-     {"from scratch": ("afqmc_pairwise", "loss=name-circle_margin-0.25_scale-32.0", "loss=name-pairwise_hinge"),
-      "pretrained, whole training set": ("afqmc_e5_pairwise", "loss=name-circle_margin-0.25_scale-32.0",
-                                         "loss=name-pairwise_hinge")}, "1"),
+     {"from scratch": ("afqmc_pairwise", AFQMC_PAIRWISE["circle"], AFQMC_PAIRWISE["hinge"]),
+      "pretrained, whole training set": ("afqmc_e5_pairwise", AFQMC_PAIRWISE["circle"],
+                                         AFQMC_PAIRWISE["hinge"])}, "1"),
     ("InfoNCE (temperature 0.05) instead of circle, bi-encoder", "AFQMC", "dev.auc",
-     {"from scratch": ("afqmc_pairwise", "loss=name-circle_margin-0.25_scale-32.0",
-                       "loss=name-infonce_temperature-0.05"),
-      "pretrained, whole training set": ("afqmc_e5_pairwise", "loss=name-circle_margin-0.25_scale-32.0",
-                                         "loss=name-infonce_temperature-0.05")}, "1"),
+     {"from scratch": ("afqmc_pairwise", AFQMC_PAIRWISE["circle"], AFQMC_PAIRWISE["infonce"]),
+      "pretrained, whole training set": ("afqmc_e5_pairwise", AFQMC_PAIRWISE["circle"],
+                                         AFQMC_PAIRWISE["infonce"])}, "1"),
     ("GHM instead of ce", "Weibo", "dev.micro_f1",
      {"from scratch": ("weibo_softmax", "loss=name-ce", "loss=name-ghm"),
       "pretrained, whole training set": ("weibo_e5_imbalance", WEIBO["ce"], WEIBO["ghm"])}, "GPE.NOM"),
@@ -408,9 +410,8 @@ TABLES = [
                        'model.loss=[{"name":"ce"},{"name":"dice","alpha":1.0,"smooth":1.0},'
                        '{"name":"dice","alpha":0.1,"smooth":1.0},{"name":"dice","alpha":0.0,"smooth":1.0}]',
                        sizes=("trainer.max_steps=600", "trainer.eval_steps=300")),
-                _sweep("mtch_afqmc_pairwise_circle.json", "afqmc_pairwise",
-                       'model.loss=[{"name":"circle","margin":0.25,"scale":32.0},{"name":"pairwise_hinge"},'
-                       '{"name":"infonce","temperature":0.05}]', sizes=("trainer.epochs=1",))]},
+                _sweep("mtch_afqmc_pairwise_circle.json", "afqmc_pairwise", AFQMC_PAIRWISE_AXIS,
+                       sizes=("trainer.epochs=1",))]},
     {"title": "MRPC: all-MiniLM-L6-v2, three epochs", "note": SHARED, "data": "mrpc", "metric": "F1",
      "anchors": "measured: HF + torch, the same model, 83.24; BERT-large 88.0 → 88.92 with dice (Li et al. 2020)",
      "verdict_on": "test.f1",

@@ -438,7 +438,8 @@ def test_a_model_takes_the_batches_of_the_reader_it_names(encoder, tokenizer, na
      {"negatives": "in_batch"})])
 def test_the_afqmc_frozen_prefix_benchmarks_plan(tmp_path, path, model_class, loss_class, supplied):
     """The AFQMC param files of Step 21's recipe (9 of 12 layers frozen): the CoSENT bi-encoder, the
-    cross-encoder and the pairwise bi-encoder (in-batch negatives) plan as written (their data stood in for by empty files), and their model and loss build on a
+    cross-encoder and the pairwise bi-encoder (in-batch negatives) plan as written (their data stood in for by
+    empty files), and their model and loss build on a
     tiny encoder."""
     from appzoo.params.param_file import load_param_file
     from appzoo.run.plan import validate
